@@ -1,0 +1,171 @@
+"""I/O-free pieces shared by the sync and async clients."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ackbridge.errors import InvalidOptionError
+from ackbridge.labels import BROKER_PERSISTED, REQUESTED_ACKS_HEADER, check_request, requested_labels
+from ackbridge.messages import InboundMessage, OutboundMessage
+from ackbridge.settlement import Record, State
+
+_INT64 = (-(2**63), 2**63 - 1)
+_HEADER_SCALARS = (str, bytes, bool, int, float, type(None))
+
+
+def check_headers(headers: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate header names and values; every protocol can carry what passes."""
+    if headers is None:
+        return {}
+    if not isinstance(headers, Mapping):
+        raise InvalidOptionError(f"headers must be a mapping, not {type(headers).__name__}")
+    checked: dict[str, Any] = {}
+    for key, value in headers.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidOptionError(f"header names must be non-empty strings, not {key!r:.80}")
+        if len(key.encode("utf-8", "surrogatepass")) > 255:
+            raise InvalidOptionError(f"header name {key[:40]!r}... is longer than 255 bytes")
+        if not isinstance(value, _HEADER_SCALARS):
+            raise InvalidOptionError(
+                f"header {key!r} has a value of type {type(value).__name__}; "
+                "use str, bytes, int, float, bool or None"
+            )
+        if isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
+            raise InvalidOptionError(f"header {key!r} holds an integer outside 64 bits")
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidOptionError(f"header {key!r} holds a string that is not valid Unicode") from None
+        checked[key] = value
+    return checked
+
+
+def check_body(body: object) -> bytes:
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, (bytearray, memoryview)):
+        return bytes(body)
+    raise InvalidOptionError(f"message body must be bytes, not {type(body).__name__} (encode it first)")
+
+
+@dataclass(frozen=True)
+class PreparedPublish:
+    message: OutboundMessage
+    #: Labels issued downstream (not broker-persisted), empty when none requested.
+    custom_labels: tuple[str, ...]
+    all_labels: tuple[str, ...]
+
+
+def prepare_publish(
+    body: object,
+    *,
+    headers: Mapping[str, Any] | None,
+    message_id: str | None,
+    correlation_id: str | None,
+    reply_to: str | None,
+    content_type: str | None,
+    persistent: bool,
+    requested_acks: Iterable[str] | None,
+    inbox: str | None,
+) -> PreparedPublish:
+    data = check_body(body)
+    checked = check_headers(headers)
+    labels: tuple[str, ...] = ()
+    custom: tuple[str, ...] = ()
+    if requested_acks is not None:
+        labels = check_request(requested_acks)
+        custom = tuple(label for label in labels if label != BROKER_PERSISTED)
+        if correlation_id is None:
+            correlation_id = uuid.uuid4().hex
+        if custom:
+            checked[REQUESTED_ACKS_HEADER] = ",".join(custom)
+            reply_to = inbox
+    message = OutboundMessage(
+        body=data, headers=checked, message_id=message_id, correlation_id=correlation_id,
+        reply_to=reply_to, content_type=content_type, persistent=persistent,
+    )
+    return PreparedPublish(message, custom, labels)
+
+
+class DeliveryBase:
+    """A received message with its settlement state. Twins add the verbs."""
+
+    __slots__ = ("_record", "broker")
+
+    def __init__(self, record: Record, broker: str) -> None:
+        self._record = record
+        self.broker = broker
+
+    @property
+    def _message(self) -> InboundMessage:
+        return self._record.message
+
+    @property
+    def body(self) -> bytes:
+        return self._record.message.body
+
+    @property
+    def headers(self) -> Mapping[str, Any]:
+        return self._record.message.headers
+
+    @property
+    def source(self) -> str:
+        return self._record.message.source
+
+    @property
+    def routing_key(self) -> str | None:
+        return self._record.message.routing_key
+
+    @property
+    def message_id(self) -> str | None:
+        return self._record.message.message_id
+
+    @property
+    def correlation_id(self) -> str | None:
+        return self._record.message.correlation_id
+
+    @property
+    def reply_to(self) -> str | None:
+        return self._record.message.reply_to
+
+    @property
+    def content_type(self) -> str | None:
+        return self._record.message.content_type
+
+    @property
+    def timestamp(self) -> float | None:
+        return self._record.message.timestamp
+
+    @property
+    def redelivered(self) -> bool:
+        return self._record.message.redelivered
+
+    @property
+    def delivery_count(self) -> int | None:
+        return self._record.message.delivery_count
+
+    @property
+    def generation(self) -> int:
+        return self._record.message.generation
+
+    @property
+    def requested_acks(self) -> tuple[str, ...]:
+        return requested_labels(self._record.message.headers)
+
+    @property
+    def state(self) -> State:
+        return self._record.state
+
+    @property
+    def settled(self) -> bool:
+        return self._record.state is not State.PENDING
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__name__} {self.broker} source={self.source!r} id={self.message_id!r} "
+            f"state={self.state.value} redelivered={self.redelivered} count={self.delivery_count}>"
+        )

@@ -1,0 +1,107 @@
+"""Typed option specifications, shared by the core and every adapter.
+
+Options arrive as keyword arguments or as URL query parameters (strings);
+:func:`resolve_options` checks names, coerces strings and validates values,
+raising :class:`~ackbridge.errors.InvalidOptionError` with a "did you mean".
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ackbridge.errors import InvalidOptionError
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    name: str
+    kind: type
+    default: Any
+    help: str
+    check: Callable[[Any], bool] | None = None
+    check_text: str = ""
+    nullable: bool = False
+    secret: bool = False
+
+    def coerce(self, value: Any) -> Any:
+        if value is None and self.nullable:
+            return None
+        if isinstance(value, str) and self.kind is not str:
+            value = self._from_text(value)
+        if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if self.kind is not bool and isinstance(value, bool):
+            raise InvalidOptionError(f"option {self.name!r} must be {self.kind.__name__}, not bool")
+        if not isinstance(value, self.kind):
+            raise InvalidOptionError(
+                f"option {self.name!r} must be {self.kind.__name__}, not {type(value).__name__}"
+            )
+        if self.check is not None and not self.check(value):
+            shown = "***" if self.secret else repr(value)
+            raise InvalidOptionError(f"option {self.name!r}={shown} is invalid: {self.check_text}")
+        return value
+
+    def _from_text(self, text: str) -> Any:
+        if self.nullable and text.lower() in {"", "none", "null"}:
+            return None
+        try:
+            if self.kind is bool:
+                low = text.lower()
+                if low in _TRUE:
+                    return True
+                if low in _FALSE:
+                    return False
+                raise ValueError(text)
+            return self.kind(text)
+        except ValueError:
+            shown = "***" if self.secret else repr(text)
+            raise InvalidOptionError(
+                f"option {self.name!r}={shown} is not a valid {self.kind.__name__}"
+            ) from None
+
+
+def positive_int(name: str, default: int | None, help: str, *, nullable: bool = False) -> OptionSpec:
+    return OptionSpec(name, int, default, help, lambda v: v >= 1, "must be >= 1", nullable)
+
+
+def non_negative_float(name: str, default: float, help: str) -> OptionSpec:
+    return OptionSpec(name, float, default, help, lambda v: v >= 0, "must be >= 0")
+
+
+CORE_OPTIONS: tuple[OptionSpec, ...] = (
+    positive_int("prefetch", 100, "unsettled deliveries the broker may hand one consumer"),
+    positive_int("conflate_count", 1, "flush wire acks after this many deliveries are acked"),
+    non_negative_float("conflate_ms", 0.0, "flush wire acks at least this often (0: no timer)"),
+    positive_int("window", 1000, "unconfirmed publishes before publish() waits"),
+    OptionSpec(
+        "confirm_timeout", float, 30.0, "seconds before a pending confirm is reported unknown",
+        lambda v: v > 0, "must be > 0",
+    ),
+    positive_int("max_deliveries", None, "dead-letter a message delivered more often", nullable=True),
+)
+
+
+def resolve_options(
+    specs: Iterable[OptionSpec],
+    given: Mapping[str, Any],
+    *,
+    owner: str,
+) -> dict[str, Any]:
+    """Return every option with its default filled in, or raise InvalidOptionError."""
+    by_name = {spec.name: spec for spec in specs}
+    resolved = {name: spec.default for name, spec in by_name.items()}
+    for name, value in given.items():
+        spec = by_name.get(name)
+        if spec is None:
+            close = difflib.get_close_matches(name, by_name, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            known = ", ".join(sorted(by_name))
+            raise InvalidOptionError(f"{owner} has no option {name!r}{hint} (known: {known})")
+        resolved[name] = spec.coerce(value)
+    return resolved

@@ -1,0 +1,214 @@
+"""The settlement state machine: the one place that decides what may be settled.
+
+A :class:`Ledger` belongs to one subscription. It admits deliveries in receive
+order, refuses double and stale settlements before anything is sent, and turns
+the application's decisions into :class:`~ackbridge.messages.WireSettle` ops:
+immediately, or conflated (flushed every ``conflate_count`` acks or
+``conflate_ms`` milliseconds, whichever comes first, and on close), using a
+cumulative ``multiple`` ack where the broker has one, and releasing ops only
+in receive order where the broker demands it (MQTT).
+
+The ledger does no I/O and takes no locks: the sync consumer serialises calls
+with a lock, the async consumer runs them on its event loop.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ackbridge.capabilities import Capabilities, Level, Verb
+from ackbridge.errors import AlreadySettledError, StaleDeliveryError
+from ackbridge.messages import InboundMessage, WireSettle, WireVerb
+
+
+class State(str, enum.Enum):
+    PENDING = "pending"
+    ACKED = "acked"
+    REQUEUED = "requeued"
+    REJECTED = "rejected"
+
+
+_VERB_STATE = {WireVerb.ACK: State.ACKED, WireVerb.REQUEUE: State.REQUEUED, WireVerb.REJECT: State.REJECTED}
+_STATE_VERB = {state: verb for verb, state in _VERB_STATE.items()}
+
+
+@dataclass(slots=True, eq=False)
+class Record:
+    """One delivery's settlement state, as the ledger sees it."""
+
+    message: InboundMessage
+    seq: int
+    state: State = State.PENDING
+    stale: bool = False
+
+
+class Ledger:
+    def __init__(
+        self,
+        subscription: str,
+        capabilities: Capabilities,
+        *,
+        conflate_count: int = 1,
+        conflate_ms: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.subscription = subscription
+        self._capabilities = capabilities
+        self._ordered = capabilities.ordered_acks
+        self._multiple = capabilities.support(Verb.CUMULATIVE_ACK).level is Level.NATIVE
+        self._conflate_count = conflate_count
+        self._conflate_s = conflate_ms / 1000.0
+        self._conflating = conflate_count > 1 or conflate_ms > 0
+        self._clock = clock
+        self._generation: int | None = None
+        # Records delivered on the live generation whose settlement is not on
+        # the wire yet, in receive order (dicts keep insertion order).
+        self._outstanding: dict[int, Record] = {}
+        self._next_seq = 0
+        self._acked_unsent = 0
+        self._first_buffered_at: float | None = None
+
+    # ---- admission ----------------------------------------------------------
+    def admit(self, message: InboundMessage) -> Record | None:
+        """Track a new delivery; None if it belongs to a generation already ended."""
+        if self._generation is None or message.generation > self._generation:
+            self._end(self._generation)
+            self._generation = message.generation
+        elif message.generation < self._generation:
+            return None
+        self._next_seq += 1
+        record = Record(message, self._next_seq)
+        self._outstanding[record.seq] = record
+        return record
+
+    def generation_ended(self, generation: int) -> None:
+        if self._generation is not None and generation >= self._generation:
+            self._end(self._generation)
+
+    def _end(self, generation: int | None) -> None:
+        if generation is None:
+            return
+        for record in self._outstanding.values():
+            record.stale = True
+        self._outstanding.clear()
+        self._acked_unsent = 0
+        self._first_buffered_at = None
+
+    @property
+    def unsettled(self) -> int:
+        """Deliveries of the live generation not settled on the wire yet."""
+        return len(self._outstanding)
+
+    @property
+    def pending(self) -> int:
+        """Deliveries the application has not decided on yet."""
+        return sum(1 for r in self._outstanding.values() if r.state is State.PENDING)
+
+    # ---- decisions ----------------------------------------------------------
+    def check(self, record: Record) -> None:
+        """Raise if *record* may not be settled; nothing is changed."""
+        if record.state is not State.PENDING:
+            raise AlreadySettledError(
+                f"delivery {record.message.message_id or record.seq} from {record.message.source!r} "
+                f"was already {record.state.value}; nothing was sent"
+            )
+        if record.stale or record.message.generation != self._generation:
+            raise StaleDeliveryError(
+                f"delivery {record.message.message_id or record.seq} from {record.message.source!r} "
+                f"belongs to connection generation {record.message.generation}, which has ended; "
+                "nothing was sent and the broker will redeliver it"
+            )
+
+    def settle(self, record: Record, verb: WireVerb) -> list[WireSettle]:
+        self.check(record)
+        record.state = _VERB_STATE[verb]
+        if self._ordered:
+            return self._release_ordered_prefix()
+        if verb is not WireVerb.ACK:
+            del self._outstanding[record.seq]
+            return [self._op(record)]
+        if not self._conflating:
+            del self._outstanding[record.seq]
+            return [self._op(record)]
+        return self._buffer_acks(1)
+
+    def ack_through(self, record: Record) -> list[WireSettle]:
+        """Ack every undecided delivery received up to and including *record*."""
+        self.check(record)
+        newly = 0
+        for seq, other in self._outstanding.items():
+            if seq > record.seq:
+                break
+            if other.state is State.PENDING:
+                other.state = State.ACKED
+                newly += 1
+        if self._ordered:
+            return self._release_ordered_prefix()
+        if not self._conflating:
+            return self.flush()
+        return self._buffer_acks(newly)
+
+    def _buffer_acks(self, count: int) -> list[WireSettle]:
+        self._acked_unsent += count
+        if self._first_buffered_at is None:
+            self._first_buffered_at = self._clock()
+        if self._acked_unsent >= self._conflate_count:
+            return self.flush()
+        return []
+
+    # ---- flushing -------------------------------------------------------------
+    def deadline(self) -> float | None:
+        """Clock time at which buffered acks must be flushed, if any are buffered."""
+        if self._first_buffered_at is None or self._conflate_s <= 0:
+            return None
+        return self._first_buffered_at + self._conflate_s
+
+    def due(self) -> list[WireSettle]:
+        deadline = self.deadline()
+        if deadline is not None and self._clock() >= deadline:
+            return self.flush()
+        return []
+
+    def flush(self) -> list[WireSettle]:
+        """Every decided ack not yet on the wire, as few ops as the broker allows."""
+        self._acked_unsent = 0
+        self._first_buffered_at = None
+        if self._ordered:
+            return self._release_ordered_prefix()
+        ops: list[WireSettle] = []
+        prefix: list[Record] = []
+        for record in self._outstanding.values():
+            if record.state is not State.ACKED:
+                break
+            prefix.append(record)
+        if prefix:
+            if self._multiple and len(prefix) > 1:
+                ops.append(self._op(prefix[-1], multiple=True))
+            else:
+                ops.extend(self._op(r) for r in prefix)
+            for r in prefix:
+                del self._outstanding[r.seq]
+        rest = [r for r in self._outstanding.values() if r.state is State.ACKED]
+        for r in rest:
+            del self._outstanding[r.seq]
+            ops.append(self._op(r))
+        return ops
+
+    def _release_ordered_prefix(self) -> list[WireSettle]:
+        ops: list[WireSettle] = []
+        for record in list(self._outstanding.values()):
+            if record.state is State.PENDING:
+                break
+            del self._outstanding[record.seq]
+            ops.append(self._op(record))
+        return ops
+
+    def _op(self, record: Record, *, multiple: bool = False) -> WireSettle:
+        message = record.message
+        return WireSettle(
+            _STATE_VERB[record.state], message.wire_tag, message.generation,
+            self.subscription, multiple, message,
+        )

@@ -1,0 +1,20 @@
+"""Registers the ``local://`` scheme."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ackbridge.hookspecs import hookimpl
+from ackbridge.plugins import AdapterSpec
+from ackbridge_local.transport import CAPABILITIES, LocalTransport
+
+
+@hookimpl
+def ackbridge_register_adapters(register: Callable[[AdapterSpec], None]) -> None:
+    register(AdapterSpec(
+        name="embedded",
+        schemes=("local",),
+        transport=LocalTransport,
+        capabilities=CAPABILITIES,
+        description="embedded SQLite broker, local://PATH/TO/FILE.db (no server)",
+    ))

@@ -32,6 +32,8 @@ class BrokerHarness:
     name = "broker"
     #: Whether the harness can report unacked counts broker-side.
     can_count_unacked = True
+    #: Whether hold_confirms() really stops confirms (so back-pressure can be observed).
+    can_hold_confirms = False
     #: Verbs whose conformance tests may be skipped because capabilities declare the gap
     #: are derived from the adapter's capability table, not listed here.
 

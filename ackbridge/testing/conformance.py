@@ -1,0 +1,421 @@
+"""The conformance suite: one set of behaviour tests every adapter runs.
+
+Use it from a plugin's tests::
+
+    from ackbridge.testing.conformance import ConformanceSuite
+
+    class TestMyBroker(ConformanceSuite):
+        @pytest.fixture
+        def harness(self):
+            h = MyHarness()
+            yield h
+            h.cleanup()
+
+Every test runs twice, on the sync client and on the async twin (through
+:mod:`ackbridge.testing.twins`). Assertions are made broker-side through the
+harness. Where an adapter declares a verb unsupported, the test checks that
+the clear :class:`~ackbridge.errors.UnsupportedVerbError` is raised instead.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ackbridge.capabilities import Level, Verb
+from ackbridge.errors import AlreadySettledError, InvalidLabelError, StaleDeliveryError, UnsupportedVerbError
+from ackbridge.messages import ConfirmStatus
+from ackbridge.settlement import State
+from ackbridge.testing.harness import BrokerHarness, eventually
+from ackbridge.testing.twins import Twin, unwrap
+
+GET_TIMEOUT = 15.0
+
+
+def _body(tag: str) -> bytes:
+    return f"{tag}-{uuid.uuid4().hex[:8]}".encode()
+
+
+class ConformanceSuite:
+    """Subclass and provide a ``harness`` fixture returning a BrokerHarness."""
+
+    @pytest.fixture(params=["sync", "async"])
+    def twin(self, request: pytest.FixtureRequest) -> Iterator[Twin]:
+        twin = Twin(request.param)
+        yield twin
+        twin.close()
+
+    @pytest.fixture
+    def conn(self, harness: BrokerHarness, twin: Twin) -> Iterator[Any]:
+        connection = twin.connect(harness.url(), **harness.connect_options())
+        yield connection
+        try:
+            connection.close()
+        except Exception:
+            pass  # a test may have broken it on purpose
+
+    # ---- helpers ----------------------------------------------------------------
+    @staticmethod
+    def publish_all(conn: Any, harness: BrokerHarness, queue: str, bodies: list[bytes]) -> None:
+        publisher = conn.publisher()
+        confirms = [publisher.publish(harness.publish_target(queue), b, message_id=f"m{i}")
+                    for i, b in enumerate(bodies)]
+        assert publisher.flush(timeout=30)
+        statuses = [c.outcome.status for c in confirms]
+        assert statuses == [ConfirmStatus.CONFIRMED] * len(bodies), statuses
+
+    @staticmethod
+    def get_n(consumer: Any, n: int) -> list[Any]:
+        got = []
+        for _ in range(n):
+            delivery = consumer.get(timeout=GET_TIMEOUT)
+            assert delivery is not None, f"only {len(got)} of {n} deliveries arrived"
+            got.append(delivery)
+        return got
+
+    @staticmethod
+    def broker_counts(harness: BrokerHarness, queue: str, ready: int, unacked: int | None = None) -> None:
+        eventually(lambda: harness.ready(queue) == ready, message=f"ready({queue}) == {ready}")
+        if unacked is not None and harness.can_count_unacked:
+            eventually(lambda: harness.unacked(queue) == unacked, message=f"unacked({queue}) == {unacked}")
+
+    # ---- ack / requeue / reject ----------------------------------------------------
+    def test_ack_removes(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue()
+        bodies = [_body("ack") for _ in range(3)]
+        self.publish_all(conn, harness, queue, bodies)
+        consumer = conn.consume(queue, prefetch=10)
+        got = self.get_n(consumer, 3)
+        assert sorted(d.body for d in got) == sorted(bodies)
+        self.broker_counts(harness, queue, ready=0, unacked=3)
+        for delivery in got:
+            delivery.ack()
+            assert delivery.state is State.ACKED
+        self.broker_counts(harness, queue, ready=0, unacked=0)
+
+    def test_requeue_redelivers(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue()
+        body = _body("requeue")
+        self.publish_all(conn, harness, queue, [body])
+        consumer = conn.consume(queue, prefetch=10)
+        first = self.get_n(consumer, 1)[0]
+        assert first.redelivered is False
+        if conn.capabilities.support(Verb.REQUEUE).level is Level.UNSUPPORTED:
+            with pytest.raises(UnsupportedVerbError, match="requeue"):
+                first.requeue()
+            return
+        first.requeue()
+        again = self.get_n(consumer, 1)[0]
+        assert again.body == body
+        assert again.redelivered is True
+        if again.delivery_count is not None and first.delivery_count is not None:
+            assert again.delivery_count == first.delivery_count + 1
+        again.ack()
+        self.broker_counts(harness, queue, ready=0, unacked=0)
+
+    def test_nack_requeue_false_dead_letters(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue(dead_letter=True)
+        body = _body("reject")
+        self.publish_all(conn, harness, queue, [body])
+        consumer = conn.consume(queue, prefetch=10)
+        delivery = self.get_n(consumer, 1)[0]
+        if conn.capabilities.support(Verb.REJECT).level is Level.UNSUPPORTED:
+            with pytest.raises(UnsupportedVerbError, match="reject"):
+                delivery.reject()
+            return
+        delivery.nack(requeue=False)
+        assert delivery.state is State.REJECTED
+        eventually(lambda: harness.dead_lettered(queue) == [body], message="body in the dead-letter target")
+        self.broker_counts(harness, queue, ready=0, unacked=0)
+
+    def test_reject_dead_letters(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue(dead_letter=True)
+        bodies = [_body("reject") for _ in range(2)]
+        self.publish_all(conn, harness, queue, bodies)
+        consumer = conn.consume(queue, prefetch=10)
+        first, second = self.get_n(consumer, 2)
+        if conn.capabilities.support(Verb.REJECT).level is Level.UNSUPPORTED:
+            return
+        first.reject()
+        second.ack()
+        eventually(lambda: harness.dead_lettered(queue) == [first.body], message="only the rejected body dead-lettered")
+        self.broker_counts(harness, queue, ready=0, unacked=0)
+
+    def test_out_of_order_settlement(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue()
+        bodies = [_body("order") for _ in range(3)]
+        self.publish_all(conn, harness, queue, bodies)
+        consumer = conn.consume(queue, prefetch=10)
+        d1, d2, d3 = self.get_n(consumer, 3)
+        d3.ack()
+        d1.ack()
+        d2.ack()
+        self.broker_counts(harness, queue, ready=0, unacked=0)
+
+    # ---- refused settlements ------------------------------------------------------------
+    def test_double_settle_raises_and_sends_nothing(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue()
+        bodies = [_body("double") for _ in range(2)]
+        self.publish_all(conn, harness, queue, bodies)
+        consumer = conn.consume(queue, prefetch=10)
+        first, second = self.get_n(consumer, 2)
+        first.ack()
+        for verb in ("ack", "requeue", "reject"):
+            with pytest.raises(AlreadySettledError, match="already acked") as err:
+                getattr(first, verb)()
+            password = unwrap(conn).url.password_text
+            assert not password or password not in str(err.value)
+        # The other delivery was not touched by the refused calls.
+        assert second.state is State.PENDING
+        self.broker_counts(harness, queue, ready=0, unacked=1)
+        second.ack()
+        self.broker_counts(harness, queue, ready=0, unacked=0)
+
+    def test_stale_settle_raises_and_message_returns(self, conn: Any, harness: BrokerHarness, twin: Twin) -> None:
+        queue = harness.new_queue()
+        bodies = [_body("stale") for _ in range(2)]
+        self.publish_all(conn, harness, queue, bodies)
+        consumer = conn.consume(queue, prefetch=1)
+        old = self.get_n(consumer, 1)[0]
+        harness.break_connection(unwrap(conn))
+        with pytest.raises(StaleDeliveryError, match="redeliver"):
+            old.ack()
+        assert old.state is State.PENDING
+        # Nothing was acked: both messages are still on the broker, the old one redelivered.
+        try:
+            conn.close()
+        except Exception:
+            pass
+        fresh = twin.connect(harness.url(), **harness.connect_options())
+        try:
+            again = self.get_n(fresh.consume(queue, prefetch=10), 2)
+            assert sorted(d.body for d in again) == sorted(bodies)
+            assert any(d.body == old.body and d.redelivered for d in again)
+            for d in again:
+                d.ack()
+            self.broker_counts(harness, queue, ready=0, unacked=0)
+        finally:
+            fresh.close()
+
+    # ---- confirms -------------------------------------------------------------------------
+    def test_confirm_confirmed(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue()
+        confirm = conn.publish(harness.publish_target(queue), _body("confirm"))
+        outcome = confirm.result(timeout=30)
+        assert outcome.status is ConfirmStatus.CONFIRMED
+        self.broker_counts(harness, queue, ready=1)
+
+    def test_confirm_refused(self, conn: Any, harness: BrokerHarness) -> None:
+        support = conn.capabilities.support(Verb.CONFIRM_REFUSED)
+        target = harness.unroutable_target()
+        oversized = harness.oversized_body()
+        if support.level is Level.UNSUPPORTED or (target is None and oversized is None):
+            assert support.level is Level.UNSUPPORTED or support.how, "refusal must be declared or testable"
+            return
+        queue = harness.new_queue()
+        if target is not None:
+            outcome = conn.publish(target, _body("unroutable")).result(timeout=30)
+        else:
+            assert oversized is not None
+            outcome = conn.publish(harness.publish_target(queue), oversized).result(timeout=30)
+        assert outcome.status is ConfirmStatus.REFUSED
+        assert outcome.reason
+
+    def test_confirm_unknown_on_connection_loss(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue()
+        publisher = conn.publisher(window=1000)
+        with harness.hold_confirms(unwrap(conn)):
+            confirms = [publisher.publish(harness.publish_target(queue), _body("lost")) for _ in range(50)]
+            harness.break_connection(unwrap(conn))
+        outcomes = [c.result(timeout=60) for c in confirms]
+        statuses = {o.status for o in outcomes}
+        assert ConfirmStatus.REFUSED not in statuses
+        assert ConfirmStatus.UNKNOWN in statuses, "a cut connection must leave pending confirms unknown"
+        confirmed = sum(1 for o in outcomes if o.status is ConfirmStatus.CONFIRMED)
+        # Every message reported confirmed is really on the broker.
+        eventually(lambda: harness.ready(queue) >= confirmed, message="confirmed messages on the broker")
+
+    def test_flush_waits_for_every_confirm(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue()
+        publisher = conn.publisher(window=16)
+        confirms = [publisher.publish(harness.publish_target(queue), _body("flush")) for _ in range(100)]
+        assert publisher.flush(timeout=60)
+        assert all(c.done() for c in confirms)
+        assert publisher.in_flight == 0
+        self.broker_counts(harness, queue, ready=100)
+
+    def test_window_applies_back_pressure(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue()
+        publisher = conn.publisher(window=3)
+        done = threading.Event()
+
+        def fourth() -> None:
+            publisher.publish(harness.publish_target(queue), _body("window"))
+            done.set()
+
+        thread = threading.Thread(target=fourth)
+        with harness.hold_confirms(unwrap(conn)):
+            for _ in range(3):
+                publisher.publish(harness.publish_target(queue), _body("window"))
+            assert publisher.in_flight <= 3
+            thread.start()
+            if harness.can_hold_confirms:
+                # Absence of progress can only be shown by waiting a little.
+                assert not done.wait(0.5), "a 4th publish went out with 3 confirms pending"
+        assert done.wait(30), "publish stayed blocked after confirms arrived"
+        thread.join()
+        assert publisher.flush(timeout=30)
+        self.broker_counts(harness, queue, ready=4)
+
+    # ---- flow control and conflation ------------------------------------------------------
+    def test_prefetch_bounds_unsettled(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue()
+        self.publish_all(conn, harness, queue, [_body("prefetch") for _ in range(8)])
+        consumer = conn.consume(queue, prefetch=3)
+        got = self.get_n(consumer, 3)
+        assert consumer.get(timeout=1.0) is None
+        self.broker_counts(harness, queue, ready=5, unacked=3)
+        got[0].ack()
+        more = self.get_n(consumer, 1)
+        assert more[0].body not in {d.body for d in got}
+
+    def test_conflation_flushes_on_count(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue()
+        self.publish_all(conn, harness, queue, [_body("count") for _ in range(10)])
+        consumer = conn.consume(queue, prefetch=20, conflate_count=5, conflate_ms=0)
+        got = self.get_n(consumer, 10)
+        for d in got[:4]:
+            d.ack()
+        assert consumer.unsettled == 10, "4 acks must wait for the 5th"
+        got[4].ack()
+        assert consumer.unsettled == 5
+        self.broker_counts(harness, queue, ready=0, unacked=5)
+        for d in got[5:]:
+            d.ack()
+        self.broker_counts(harness, queue, ready=0, unacked=0)
+
+    def test_conflation_flushes_on_time(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue()
+        self.publish_all(conn, harness, queue, [_body("time") for _ in range(3)])
+        consumer = conn.consume(queue, prefetch=20, conflate_count=1000, conflate_ms=100)
+        for d in self.get_n(consumer, 3):
+            d.ack()
+        eventually(lambda: consumer.unsettled == 0, message="timer flush")
+        self.broker_counts(harness, queue, ready=0, unacked=0)
+
+    def test_conflation_flushes_on_close(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue()
+        self.publish_all(conn, harness, queue, [_body("close") for _ in range(3)])
+        consumer = conn.consume(queue, prefetch=20, conflate_count=1000, conflate_ms=0)
+        for d in self.get_n(consumer, 3):
+            d.ack()
+        assert consumer.unsettled == 3
+        consumer.close()
+        self.broker_counts(harness, queue, ready=0, unacked=0)
+
+    def test_ack_through_is_cumulative(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue()
+        self.publish_all(conn, harness, queue, [_body("through") for _ in range(5)])
+        consumer = conn.consume(queue, prefetch=10)
+        got = self.get_n(consumer, 5)
+        if conn.capabilities.support(Verb.CUMULATIVE_ACK).level is Level.UNSUPPORTED:
+            with pytest.raises(UnsupportedVerbError):
+                consumer.ack_through(got[2])
+            return
+        got[1].ack()
+        consumer.ack_through(got[2])
+        assert [d.state for d in got] == [State.ACKED] * 3 + [State.PENDING] * 2
+        self.broker_counts(harness, queue, ready=0, unacked=2)
+        consumer.ack_through(got[4])
+        self.broker_counts(harness, queue, ready=0, unacked=0)
+
+    def test_max_deliveries_dead_letters_poison(self, conn: Any, harness: BrokerHarness) -> None:
+        caps = conn.capabilities
+        if not caps.support(Verb.DELIVERY_COUNT).available or not caps.support(Verb.REQUEUE).available:
+            with pytest.raises(UnsupportedVerbError):
+                conn.consume(harness.new_queue(), max_deliveries=2)
+                if not caps.support(Verb.REQUEUE).available:
+                    raise UnsupportedVerbError(caps.broker, "requeue")
+            return
+        queue = harness.new_queue(dead_letter=True)
+        body = _body("poison")
+        self.publish_all(conn, harness, queue, [body])
+        consumer = conn.consume(queue, prefetch=5, max_deliveries=2)
+        for _ in range(2):
+            self.get_n(consumer, 1)[0].requeue()
+        assert consumer.get(timeout=1.5) is None
+        eventually(lambda: harness.dead_lettered(queue) == [body], message="poison message dead-lettered")
+
+    # ---- labelled acknowledgements ------------------------------------------------------------
+    def _labelled_round(self, conn: Any, harness: BrokerHarness, labels: tuple[str, ...],
+                        issue: dict[str, int], timeout: float) -> Any:
+        queue = harness.new_queue()
+        if conn.capabilities.support(Verb.LABELLED_ACKS).level is Level.UNSUPPORTED:
+            with pytest.raises(UnsupportedVerbError):
+                conn.publish(harness.publish_target(queue), b"x", requested_acks=labels)
+            return None
+        confirm = conn.publish(harness.publish_target(queue), _body("labels"), requested_acks=labels,
+                               ack_timeout=timeout)
+        consumer = conn.consume(queue, prefetch=5)
+        delivery = self.get_n(consumer, 1)[0]
+        assert set(delivery.requested_acks) == {label for label in labels if label != "broker-persisted"}
+        for label, status in issue.items():
+            delivery.acknowledge(label, status, {"label": label})
+        delivery.ack()
+        return confirm.wait_acks()
+
+    def test_labelled_acks_all_succeed(self, conn: Any, harness: BrokerHarness) -> None:
+        result = self._labelled_round(conn, harness, ("broker-persisted", "db-written"), {"db-written": 200}, 20)
+        if result is None:
+            return
+        assert result.status == 200
+        assert result.acks["broker-persisted"].status == 200
+        assert result.acks["db-written"].payload == {"label": "db-written"}
+
+    def test_labelled_acks_aggregate_failure(self, conn: Any, harness: BrokerHarness) -> None:
+        result = self._labelled_round(conn, harness, ("broker-persisted", "db-written", "indexed"),
+                                      {"db-written": 201, "indexed": 503}, 20)
+        if result is None:
+            return
+        assert result.status == 424
+        assert {k: v.status for k, v in result.acks.items()} == {
+            "broker-persisted": 200, "db-written": 201, "indexed": 503}
+
+    def test_labelled_acks_time_out(self, conn: Any, harness: BrokerHarness) -> None:
+        started = time.monotonic()
+        result = self._labelled_round(conn, harness, ("broker-persisted", "never-sent"), {}, 1.0)
+        if result is None:
+            return
+        assert result.acks["never-sent"].status == 408
+        assert result.status == 424
+        assert time.monotonic() - started < 60
+
+    def test_labels_are_validated(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue()
+        for bad in ("a b", "x", "", "é-label", "y" * 101):
+            with pytest.raises(InvalidLabelError):
+                conn.publish(harness.publish_target(queue), b"x", requested_acks=(bad,))
+        if conn.capabilities.support(Verb.LABELLED_ACKS).level is Level.UNSUPPORTED:
+            return
+        conn.publish(harness.publish_target(queue), _body("lbl"), requested_acks=("custom-one",), ack_timeout=5)
+        delivery = self.get_n(conn.consume(queue, prefetch=5), 1)[0]
+        for label in ("broker-persisted", "spark-committed", "not-requested", "bad label"):
+            with pytest.raises(InvalidLabelError):
+                delivery.acknowledge(label, 200)
+        with pytest.raises(InvalidLabelError, match="status"):
+            delivery.acknowledge("custom-one", 99)
+        delivery.ack()
+
+    # ---- hygiene -------------------------------------------------------------------------------
+    def test_repr_never_shows_password(self, conn: Any, harness: BrokerHarness) -> None:
+        url = harness.url()
+        shown = repr(conn) + str(unwrap(conn).url) + repr(unwrap(conn)._transport)
+        password = unwrap(conn).url.password_text
+        if password:
+            assert password not in shown
+        assert "***" in shown or password is None or "@" not in url

@@ -13,7 +13,8 @@ from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 from ackbridge.errors import InvalidURLError
 
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:@/]*):(?P<pw>[^@/]*)@")
+# user:password@ anywhere (with or without a well-formed scheme before it).
+_USERINFO = re.compile(r"(?P<pre>[A-Za-z][A-Za-z0-9+.-]*:/+)?(?P<user>[^\s:/@'\"]*):(?P<pw>[^\s@'\"]*)@")
 
 
 class Secret:
@@ -44,7 +45,7 @@ class Secret:
 
 def redact(text: str) -> str:
     """Replace every ``scheme://user:password@`` password in *text* with ``***``."""
-    return _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
+    return _USERINFO.sub(lambda m: f"{m['pre'] or ''}{m['user']}:***@", text)
 
 
 @dataclass(frozen=True)

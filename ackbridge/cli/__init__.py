@@ -1,0 +1,1 @@
+"""The ``ackbridge`` command line (typer + rich)."""

@@ -1,0 +1,79 @@
+"""Publish N messages with confirms, consume and settle them, count what happened.
+
+Used by ``ackbridge demo`` (until a plugin such as the Spark connector replaces
+it) and by ``publish``/``consume``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ackbridge.client import Connection
+from ackbridge.messages import ConfirmStatus
+
+
+@dataclass
+class Tally:
+    published: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    received: int = 0
+    settled: int = 0
+    redelivered: int = 0
+    seen: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def confirmed(self) -> int:
+        return self.outcomes[ConfirmStatus.CONFIRMED.value]
+
+    @property
+    def duplicates(self) -> int:
+        return sum(n - 1 for n in self.seen.values() if n > 1)
+
+    def lost(self, confirmed_ids: set[str]) -> int:
+        return len(confirmed_ids - set(self.seen))
+
+
+def publish_many(conn: Connection, destination: str, count: int, size: int, window: int,
+                 prefix: str, advance: Callable[[int], None]) -> tuple[Tally, set[str]]:
+    tally = Tally()
+    publisher = conn.publisher(window=window)
+    confirms = []
+    filler = b"." * max(size - 24, 0)
+    for i in range(count):
+        message_id = f"{prefix}-{i}"
+        confirms.append(publisher.publish(destination, message_id.encode() + b"|" + filler, message_id=message_id))
+        tally.published += 1
+        advance(1)
+    publisher.flush()
+    confirmed_ids: set[str] = set()
+    for confirm in confirms:
+        outcome = confirm.result()
+        tally.outcomes[outcome.status.value] += 1
+        if outcome.confirmed and confirm.message_id is not None:
+            confirmed_ids.add(confirm.message_id)
+    return tally, confirmed_ids
+
+
+def consume_many(conn: Connection, source: str, tally: Tally, *, expect: int, mode: str, prefetch: int,
+                 idle_timeout: float, advance: Callable[[int], None], conflate_count: int = 1,
+                 conflate_ms: float = 0.0) -> None:
+    with conn.consume(source, prefetch=prefetch, conflate_count=conflate_count, conflate_ms=conflate_ms) as consumer:
+        while tally.received < expect:
+            delivery = consumer.get(timeout=idle_timeout)
+            if delivery is None:
+                break
+            tally.received += 1
+            tally.seen[delivery.message_id or delivery.body[:64].decode("utf-8", "replace")] += 1
+            if delivery.redelivered:
+                tally.redelivered += 1
+            if mode == "ack":
+                delivery.ack()
+            elif mode == "requeue":
+                delivery.requeue()
+            elif mode == "reject":
+                delivery.reject()
+            if mode != "none":
+                tally.settled += 1
+            advance(1)

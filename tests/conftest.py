@@ -1,0 +1,22 @@
+"""Shared test set-up: brokers are required in CI (CI=true), never silently skipped."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def require_port(port: int, what: str, host: str = "127.0.0.1") -> None:
+    """Fail (in CI) or skip (locally) when nothing listens on host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return
+    except OSError as exc:
+        message = f"{what} is not reachable on {host}:{port} ({exc})"
+    if IN_CI:
+        pytest.fail(message + " -- CI needs it; see README for how to start it")
+    pytest.skip(message + " (set CI=true to make this a failure)")

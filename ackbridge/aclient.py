@@ -32,7 +32,7 @@ _NO_ANSWER = "no answer from the broker within confirm_timeout"
 class AsyncConfirm:
     """The broker's answer to one publish (awaitable via :meth:`result`)."""
 
-    __slots__ = ("seq", "message_id", "correlation_id", "_deadline", "_future", "_acks")
+    __slots__ = ("_acks", "_deadline", "_future", "correlation_id", "message_id", "seq")
 
     def __init__(self, seq: int, message_id: str | None, correlation_id: str | None, deadline: float,
                  loop: asyncio.AbstractEventLoop) -> None:

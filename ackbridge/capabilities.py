@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ackbridge.errors import UnsupportedVerbError
 
 
-class Verb(str, enum.Enum):
+class Verb(enum.StrEnum):
     ACK = "ack"
     REQUEUE = "requeue"
     REJECT = "reject"
@@ -27,7 +27,7 @@ class Verb(str, enum.Enum):
     LABELLED_ACKS = "labelled acks"
 
 
-class Level(str, enum.Enum):
+class Level(enum.StrEnum):
     NATIVE = "native"
     EMULATED = "emulated"
     UNSUPPORTED = "unsupported"

@@ -29,8 +29,17 @@ class Confirm:
     """The broker's answer to one publish. Resolves exactly once, by
     ``confirm_timeout`` at the latest (then as unknown)."""
 
-    __slots__ = ("seq", "message_id", "correlation_id", "_deadline", "_outcome", "_event",
-                 "_callbacks", "_lock", "_acks")
+    __slots__ = (
+        "_acks",
+        "_callbacks",
+        "_deadline",
+        "_event",
+        "_lock",
+        "_outcome",
+        "correlation_id",
+        "message_id",
+        "seq",
+    )
 
     def __init__(self, seq: int, message_id: str | None, correlation_id: str | None, deadline: float) -> None:
         self.seq = seq

@@ -21,12 +21,12 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def ackbridge_register_adapters(register: Callable[[AdapterSpec], None]) -> None:  # type: ignore[empty-body]
+def ackbridge_register_adapters(register: Callable[[AdapterSpec], None]) -> None:
     """Register broker adapters by calling ``register(AdapterSpec(...))`` once per scheme set."""
 
 
 @hookspec
-def ackbridge_register_commands(register: Callable[..., None]) -> None:  # type: ignore[empty-body]
+def ackbridge_register_commands(register: Callable[..., None]) -> None:
     """Add CLI commands: ``register(name, function, help=...)`` where *function* is a
     typer-style command (type-annotated parameters). A plugin registering ``demo``
     replaces the built-in round-trip demo (the Spark connector does)."""

@@ -46,7 +46,7 @@ class OutboundMessage:
     persistent: bool = True
 
 
-class WireVerb(str, enum.Enum):
+class WireVerb(enum.StrEnum):
     ACK = "ack"
     REQUEUE = "requeue"
     REJECT = "reject"
@@ -70,7 +70,7 @@ class WireSettle:
     message: InboundMessage | None = None
 
 
-class ConfirmStatus(str, enum.Enum):
+class ConfirmStatus(enum.StrEnum):
     CONFIRMED = "confirmed"
     REFUSED = "refused"
     UNKNOWN = "unknown"

@@ -24,7 +24,7 @@ from ackbridge.errors import AlreadySettledError, StaleDeliveryError
 from ackbridge.messages import InboundMessage, WireSettle, WireVerb
 
 
-class State(str, enum.Enum):
+class State(enum.StrEnum):
     PENDING = "pending"
     ACKED = "acked"
     REQUEUED = "requeued"

@@ -145,13 +145,19 @@ def print_summary(counts: dict[str, Any], title: str = "demo summary") -> None:
 
 
 def _plugin_commands() -> dict[str, tuple[Any, str]]:
+    """Commands plugins add; a plugin whose hook fails is reported, not fatal."""
     found: dict[str, tuple[Any, str]] = {}
 
     def register(name: str, function: Any, help: str = "") -> None:
         found[name] = (function, help)
 
     reg = registry()
-    reg.manager.hook.ackbridge_register_commands(register=register)
+    for impl in reg.manager.hook.ackbridge_register_commands.get_hookimpls():
+        try:
+            impl.function(register=register)
+        except Exception as exc:
+            console.print(f"[yellow]warning:[/yellow] plugin {impl.plugin_name!r} could not add its commands: "
+                          f"{type(exc).__name__}: {redact(str(exc))}")
     return found
 
 

@@ -71,7 +71,7 @@ class ConformanceSuite:
 
     @staticmethod
     def get_n(consumer: Any, n: int) -> list[Any]:
-        got = []
+        got: list[Any] = []
         for _ in range(n):
             delivery = consumer.get(timeout=GET_TIMEOUT)
             assert delivery is not None, f"only {len(got)} of {n} deliveries arrived"

@@ -152,7 +152,7 @@ def test_unsupported_verb_names_broker_and_verb(memory_plugin: None) -> None:
 
 
 def test_double_and_stale_settle_messages(local_url: str) -> None:
-    with ackbridge.connect(local_url.replace("local://", f"local://")) as conn:
+    with ackbridge.connect(local_url.replace("local://", "local://")) as conn:
         conn.publish("q", b"a").result()
         conn.publish("q", b"b").result()
         consumer = conn.consume("q", prefetch=1)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
 from pathlib import Path
+
+import pytest
 
 import ackbridge
 from ackbridge.transport import SYNC_METHODS, Transport
@@ -38,4 +39,5 @@ def test_hooks_are_documented() -> None:
     for name in dir(hookspecs):
         if name.startswith("ackbridge_"):
             assert getattr(hookspecs, name).__doc__, f"hook {name} has no docstring"
-            assert name in (Path(__file__).resolve().parents[2] / "docs/plugins.md").read_text(), f"hook {name} missing from docs/plugins.md"
+            docs = (Path(__file__).resolve().parents[2] / "docs/plugins.md").read_text()
+            assert name in docs, f"hook {name} missing from docs/plugins.md"

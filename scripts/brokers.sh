@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Make sure RabbitMQ (with management + AMQP 1.0 plugins) and Mosquitto run on loopback.
+# Installs them from Debian's packages when missing. Safe to run repeatedly.
+set -euo pipefail
+need_apt=()
+command -v rabbitmq-server >/dev/null 2>&1 || need_apt+=(rabbitmq-server)
+command -v mosquitto >/dev/null 2>&1 || need_apt+=(mosquitto)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "[brokers] installing ${need_apt[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_port() {
+    for _ in $(seq 1 120); do port_open "$1" && return 0; sleep 0.5; done
+    echo "[brokers] nothing listens on 127.0.0.1:$1" >&2; return 1
+}
+if ! port_open 5672; then
+    echo "[brokers] starting RabbitMQ"
+    rabbitmq-server -detached
+    wait_port 5672
+fi
+rabbitmqctl await_startup >/dev/null 2>&1 || true
+enabled=$(rabbitmq-plugins list -e -m 2>/dev/null || true)
+if ! grep -q rabbitmq_management <<<"$enabled" || ! grep -q rabbitmq_amqp1_0 <<<"$enabled"; then
+    echo "[brokers] enabling RabbitMQ management and AMQP 1.0 plugins"
+    rabbitmq-plugins enable rabbitmq_management rabbitmq_amqp1_0 >/dev/null
+fi
+wait_port 15672
+if ! port_open 1883; then
+    echo "[brokers] starting Mosquitto"
+    mkdir -p /run/mosquitto && chown mosquitto /run/mosquitto 2>/dev/null || true
+    mosquitto -d -c /etc/mosquitto/mosquitto.conf
+    wait_port 1883
+fi
+echo "[brokers] RabbitMQ 127.0.0.1:5672 (management :15672) and Mosquitto 127.0.0.1:1883 are up"

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The whole test suite from a fresh clone: install, start brokers, lint, type-check, test.
+# Brokers are required: with CI=true a missing broker FAILS its tests, never skips.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CI=${CI:-true}
+bash scripts/setup.sh
+bash scripts/brokers.sh
+export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
+echo "[test] ruff"
+.venv/bin/ruff check .
+echo "[test] mypy --strict (core)"
+.venv/bin/mypy
+echo "[test] pytest"
+set +e
+.venv/bin/pytest "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+    echo "[test] pytest collected no tests: that is a failure here" >&2
+    exit 1
+fi
+exit "$status"

@@ -72,6 +72,10 @@ def prepare_publish(
     requested_acks: Iterable[str] | None,
     inbox: str | None,
 ) -> PreparedPublish:
+    if type(body) is bytes and not headers and requested_acks is None:
+        # Hot path: nothing to validate beyond the body's type.
+        return PreparedPublish(OutboundMessage(body, {}, message_id, correlation_id, reply_to, content_type,
+                                               None, persistent), (), ())
     data = check_body(body)
     checked = check_headers(headers)
     labels: tuple[str, ...] = ()

@@ -29,39 +29,21 @@ class Confirm:
     """The broker's answer to one publish. Resolves exactly once, by
     ``confirm_timeout`` at the latest (then as unknown)."""
 
-    __slots__ = (
-        "_acks",
-        "_callbacks",
-        "_deadline",
-        "_event",
-        "_lock",
-        "_outcome",
-        "correlation_id",
-        "message_id",
-        "seq",
-    )
+    # No per-confirm Event or Lock: waiting uses the publisher's condition, so a
+    # publish costs one lock round-trip (this is the hot path).
+    __slots__ = ("_acks", "_callbacks", "_deadline", "_outcome", "_publisher", "correlation_id", "message_id",
+                 "seq")
 
-    def __init__(self, seq: int, message_id: str | None, correlation_id: str | None, deadline: float) -> None:
+    def __init__(self, publisher: Publisher, seq: int, message_id: str | None, correlation_id: str | None,
+                 deadline: float) -> None:
+        self._publisher = publisher
         self.seq = seq
         self.message_id = message_id
         self.correlation_id = correlation_id
         self._deadline = deadline
         self._outcome: ConfirmOutcome | None = None
-        self._event = threading.Event()
-        self._callbacks: list[Callable[[Confirm], None]] = []
-        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[Confirm], None]] | None = None
         self._acks: _AckWaiter | None = None
-
-    def _resolve(self, outcome: ConfirmOutcome) -> bool:
-        with self._lock:
-            if self._outcome is not None:
-                return False
-            self._outcome = outcome
-            callbacks, self._callbacks = self._callbacks, []
-        self._event.set()
-        for callback in callbacks:
-            callback(self)
-        return True
 
     def done(self) -> bool:
         return self._outcome is not None
@@ -71,8 +53,10 @@ class Confirm:
         return self._outcome
 
     def add_done_callback(self, callback: Callable[[Confirm], None]) -> None:
-        with self._lock:
+        with self._publisher._cond:
             if self._outcome is None:
+                if self._callbacks is None:
+                    self._callbacks = []
                 self._callbacks.append(callback)
                 return
         callback(self)
@@ -80,14 +64,22 @@ class Confirm:
     def result(self, timeout: float | None = None) -> ConfirmOutcome:
         """Wait for the outcome. ``timeout`` bounds this wait only; on expiry
         TimeoutError is raised and the confirm stays pending."""
-        limit = self._deadline - time.monotonic()
-        wait = limit if timeout is None else min(timeout, limit)
-        if not self._event.wait(max(wait, 0.0)):
-            if time.monotonic() >= self._deadline:
-                self._resolve(unknown("no answer from the broker within confirm_timeout"))
-            else:
-                raise TimeoutError(f"publish {self.seq} not confirmed within {timeout} s")
-        assert self._outcome is not None
+        publisher = self._publisher
+        end = None if timeout is None else time.monotonic() + timeout
+        with publisher._cond:
+            publisher._waiters += 1
+            try:
+                while self._outcome is None:
+                    now = time.monotonic()
+                    if now >= self._deadline:
+                        publisher._expire_locked()
+                        continue
+                    if end is not None and now >= end:
+                        raise TimeoutError(f"publish {self.seq} not confirmed within {timeout} s")
+                    left = self._deadline - now if end is None else min(self._deadline, end) - now
+                    publisher._cond.wait(min(left, 1.0))
+            finally:
+                publisher._waiters -= 1
         return self._outcome
 
     def wait_acks(self, timeout: float | None = None) -> AggregatedAcks:
@@ -158,6 +150,7 @@ class Consumer:
         self._lock = threading.RLock()
         self._ready: deque[Delivery] = deque()
         self._cond = threading.Condition(self._lock)
+        self._getters = 0
         self._closed = False
         self.dead_lettered_by_policy = 0
         self._timer: threading.Thread | None = None
@@ -169,16 +162,26 @@ class Consumer:
     # ---- application side ---------------------------------------------------
     def get(self, timeout: float | None = None) -> Delivery | None:
         """The next delivery, or None when *timeout* passes (or the consumer closes)."""
+        ready = self._ready
+        if ready:
+            try:
+                return ready.popleft()  # deque.popleft is atomic: no lock when one is waiting
+            except IndexError:
+                pass
         end = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while not self._ready:
-                if self._closed:
-                    return None
-                left = None if end is None else end - time.monotonic()
-                if left is not None and left <= 0:
-                    return None
-                self._cond.wait(left)
-            return self._ready.popleft()
+        with self._lock:
+            self._getters += 1
+            try:
+                while not ready:
+                    if self._closed:
+                        return None
+                    left = None if end is None else end - time.monotonic()
+                    if left is not None and left <= 0:
+                        return None
+                    self._cond.wait(left)
+            finally:
+                self._getters -= 1
+            return ready.popleft()
 
     def __iter__(self) -> Iterator[Delivery]:
         while True:
@@ -238,7 +241,7 @@ class Consumer:
             self._connection._transport.settle(ops)
 
     def _on_message(self, message: InboundMessage) -> None:
-        with self._cond:
+        with self._lock:
             if self._closed:
                 return
             record = self._ledger.admit(message)
@@ -251,7 +254,8 @@ class Consumer:
                 self._send(self._ledger.settle(record, WireVerb.REJECT))
                 return
             self._ready.append(Delivery(record, self._connection.broker, self))
-            self._cond.notify()
+            if self._getters:
+                self._cond.notify()
 
     def _on_generation_end(self, generation: int) -> None:
         with self._cond:
@@ -286,7 +290,10 @@ class Publisher:
         self._connection = connection
         self.window = window
         self._confirm_timeout = confirm_timeout
-        self._cond = threading.Condition()
+        # Enter the C-level lock on the hot path; the Condition shares it for waiting.
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self._waiters = 0
         self._pending: dict[int, Confirm] = {}
 
     @property
@@ -319,16 +326,18 @@ class Publisher:
             reply_to=reply_to, content_type=content_type, persistent=persistent,
             requested_acks=requested_acks, inbox=inbox,
         )
-        self._wait_for_room()
-        seq = conn._next_seq()
         msg = prepared.message
-        confirm = Confirm(seq, msg.message_id, msg.correlation_id, time.monotonic() + self._confirm_timeout)
+        seq = next(conn._seq)
+        confirm = Confirm(self, seq, msg.message_id, msg.correlation_id, 0.0)
+        with self._lock:
+            while len(self._pending) >= self.window:
+                self._wait_for_room_locked()
+            confirm._deadline = time.monotonic() + self._confirm_timeout
+            self._pending[seq] = confirm
         if wants_labels:
             assert msg.correlation_id is not None
             confirm._acks = conn._collect(msg.correlation_id, prepared.all_labels, ack_timeout, confirm)
-        with self._cond:
-            self._pending[seq] = confirm
-        conn._track(seq, self)
+        conn._publishers[seq] = self
         try:
             conn._transport.publish(seq, destination, msg)
         except AckbridgeError as exc:
@@ -336,46 +345,61 @@ class Publisher:
             raise
         return confirm
 
-    def _wait_for_room(self) -> None:
-        with self._cond:
-            while len(self._pending) >= self.window:
-                oldest = next(iter(self._pending.values()))
-                left = oldest._deadline - time.monotonic()
-                if left <= 0:
-                    self._expire_locked()
-                    continue
-                self._cond.wait(min(left, 1.0))
+    def _wait_for_room_locked(self) -> None:
+        oldest = next(iter(self._pending.values()))
+        left = oldest._deadline - time.monotonic()
+        if left <= 0:
+            self._expire_locked()
+            return
+        self._waiters += 1
+        try:
+            self._cond.wait(min(left, 1.0))
+        finally:
+            self._waiters -= 1
 
     def _expire_locked(self) -> None:
         now = time.monotonic()
         expired = [c for c in self._pending.values() if c._deadline <= now]
         for confirm in expired:
             del self._pending[confirm.seq]
-            confirm._resolve(unknown("no answer from the broker within confirm_timeout"))
+            self._connection._publishers.pop(confirm.seq, None)
+            self._settle_locked(confirm, unknown("no answer from the broker within confirm_timeout"))
+
+    def _settle_locked(self, confirm: Confirm, outcome: ConfirmOutcome) -> None:
+        confirm._outcome = outcome
+        callbacks, confirm._callbacks = confirm._callbacks, None
+        if self._waiters:
+            self._cond.notify_all()
+        if callbacks:
+            for callback in callbacks:
+                callback(confirm)
 
     def _resolved(self, seq: int, outcome: ConfirmOutcome) -> None:
-        with self._cond:
+        with self._lock:
             confirm = self._pending.pop(seq, None)
-            self._cond.notify_all()
-        if confirm is not None:
-            confirm._resolve(outcome)
+            if confirm is not None:
+                self._settle_locked(confirm, outcome)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every publish so far has an outcome; False if *timeout* passed first."""
         end = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            while self._pending:
-                now = time.monotonic()
-                if end is not None and now >= end:
-                    return False
-                oldest = next(iter(self._pending.values()))
-                if oldest._deadline <= now:
-                    self._expire_locked()
-                    continue
-                left = oldest._deadline - now
-                if end is not None:
-                    left = min(left, end - now)
-                self._cond.wait(min(left, 1.0))
+            self._waiters += 1
+            try:
+                while self._pending:
+                    now = time.monotonic()
+                    if end is not None and now >= end:
+                        return False
+                    oldest = next(iter(self._pending.values()))
+                    if oldest._deadline <= now:
+                        self._expire_locked()
+                        continue
+                    left = oldest._deadline - now
+                    if end is not None:
+                        left = min(left, end - now)
+                    self._cond.wait(min(left, 1.0))
+            finally:
+                self._waiters -= 1
         return True
 
 
@@ -467,8 +491,8 @@ class Connection:
             consumer._on_message(message)
 
     def confirm(self, seq: int, outcome: ConfirmOutcome) -> None:
-        with self._lock:
-            publisher = self._publishers.pop(seq, None)
+        # dict.pop is atomic under the GIL; no lock on the per-message path.
+        publisher = self._publishers.pop(seq, None)
         if publisher is not None:
             publisher._resolved(seq, outcome)
 
@@ -483,13 +507,6 @@ class Connection:
         self._add_ack(message.correlation_id, ack)
 
     # ---- internals -------------------------------------------------------------
-    def _next_seq(self) -> int:
-        return next(self._seq)
-
-    def _track(self, seq: int, publisher: Publisher) -> None:
-        with self._lock:
-            self._publishers[seq] = publisher
-
     def _drop_consumer(self, consumer: Consumer) -> None:
         with self._lock:
             self._consumers.pop(consumer.subscription, None)

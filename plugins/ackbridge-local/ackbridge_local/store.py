@@ -74,8 +74,12 @@ class Store:
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = self._open(path, "FULL" if fsync else "NORMAL")
-        with self._lock, self._db:
+        # Only publishes need fsync before their confirm. Leases and settlements
+        # use synchronous=NORMAL: in WAL mode they still survive a process crash,
+        # and one lost on power failure only means a redelivery (at-least-once).
+        self._publish_db = self._open(path, "FULL" if fsync else "NORMAL")
+        self._db = self._open(path, "NORMAL")
+        with self._lock:
             self._db.executescript(_SCHEMA)
         self._last_reclaim = 0.0
 
@@ -90,6 +94,7 @@ class Store:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            self._publish_db.close()
 
     def _write(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Cursor:
         # BEGIN IMMEDIATE takes the write lock up front, so two processes never
@@ -119,12 +124,13 @@ class Store:
     def insert_many(self, rows: Sequence[tuple[str, bytes, str]]) -> None:
         """Insert in one durable transaction (group commit)."""
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            db = self._publish_db
+            db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.executemany("INSERT INTO messages(queue, body, props) VALUES (?, ?, ?)", rows)
-                self._db.execute("COMMIT")
+                db.executemany("INSERT INTO messages(queue, body, props) VALUES (?, ?, ?)", rows)
+                db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                db.execute("ROLLBACK")
                 raise
 
     # ---- leases ---------------------------------------------------------------------

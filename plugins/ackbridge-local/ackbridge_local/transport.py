@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import threading
 import time
 import uuid
@@ -11,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ackbridge.capabilities import Capabilities, Verb, emulated, native
-from ackbridge.errors import ConnectionLostError, InvalidURLError, StaleDeliveryError
+from ackbridge.errors import BrokerError, ConnectionLostError, InvalidURLError, StaleDeliveryError
 from ackbridge.messages import (
     CONFIRMED,
     InboundMessage,
@@ -99,8 +100,11 @@ class LocalTransport(Transport):
         return self._store
 
     def open(self) -> None:
-        self._store = Store(self.path, lease_timeout=float(self.options.get("lease_timeout", 30.0)),
-                            fsync=bool(self.options.get("fsync", True)))
+        try:
+            self._store = Store(self.path, lease_timeout=float(self.options.get("lease_timeout", 30.0)),
+                                fsync=bool(self.options.get("fsync", True)))
+        except (OSError, sqlite3.Error) as exc:
+            raise BrokerError(f"cannot open the embedded broker file {self.path!r}: {exc}") from None
         self._new_generation()
         for target, name in ((self._write_loop, "writer"), (self._heartbeat_loop, "heartbeat")):
             thread = threading.Thread(target=target, name=f"ackbridge-local-{name}", daemon=True)

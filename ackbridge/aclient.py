@@ -20,7 +20,7 @@ from ackbridge._base import DeliveryBase, prepare_publish
 from ackbridge.capabilities import Verb
 from ackbridge.client import _consumer_options, _needs_inbox, _publisher_options, _reply_for
 from ackbridge.errors import AckbridgeError, InvalidLabelError
-from ackbridge.labels import AckCollector, AggregatedAcks, LabelAck
+from ackbridge.labels import AckCollector, AggregatedAcks, LabelAck, check_request
 from ackbridge.messages import ConfirmOutcome, InboundMessage, WireSettle, WireVerb, unknown
 from ackbridge.settlement import Ledger, Record
 from ackbridge.transport import Transport
@@ -137,6 +137,7 @@ class AsyncConsumer:
         self._send_lock = asyncio.Lock()
         self._closed = False
         self.dead_lettered_by_policy = 0
+        self._generation = 0
         self._timer: asyncio.Task[None] | None = None
         if conflate_ms > 0:
             self._timer = asyncio.get_running_loop().create_task(self._flush_on_time())
@@ -215,6 +216,11 @@ class AsyncConsumer:
         record = self._ledger.admit(message)
         if record is None:
             return
+        if message.generation > self._generation:
+            # A new generation may arrive before generation_ended does: drop what
+            # is still buffered from the old one (the broker redelivers it).
+            self._drop_older_than(message.generation)
+            self._generation = message.generation
         count = message.delivery_count
         if self._max_deliveries is not None and count is not None and count > self._max_deliveries:
             self.dead_lettered_by_policy += 1
@@ -230,7 +236,10 @@ class AsyncConsumer:
 
     def _on_generation_end(self, generation: int) -> None:
         self._ledger.generation_ended(generation)
-        kept = [d for d in self._ready if d.generation > generation]
+        self._drop_older_than(generation + 1)
+
+    def _drop_older_than(self, generation: int) -> None:
+        kept = [d for d in self._ready if d.generation >= generation]
         self._ready.clear()
         self._ready.extend(kept)
 
@@ -276,6 +285,9 @@ class AsyncPublisher:
     ) -> AsyncConfirm:
         conn = self._connection
         wants_labels = requested_acks is not None
+        if requested_acks is not None:
+            requested_acks = check_request(requested_acks)
+            conn.capabilities.require(Verb.LABELLED_ACKS)
         inbox = await conn._inbox() if wants_labels and _needs_inbox(requested_acks) else None
         prepared = prepare_publish(
             body, headers=headers, message_id=message_id, correlation_id=correlation_id,

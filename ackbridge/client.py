@@ -18,7 +18,7 @@ from ackbridge import labels as labels_mod
 from ackbridge._base import DeliveryBase, prepare_publish
 from ackbridge.capabilities import Verb
 from ackbridge.errors import AckbridgeError, InvalidLabelError
-from ackbridge.labels import AckCollector, AggregatedAcks, LabelAck
+from ackbridge.labels import AckCollector, AggregatedAcks, LabelAck, check_request
 from ackbridge.messages import ConfirmOutcome, InboundMessage, WireSettle, WireVerb, unknown
 from ackbridge.settlement import Ledger, Record
 from ackbridge.transport import Transport
@@ -153,6 +153,7 @@ class Consumer:
         self._getters = 0
         self._closed = False
         self.dead_lettered_by_policy = 0
+        self._generation = 0
         self._timer: threading.Thread | None = None
         if conflate_ms > 0:
             self._timer = threading.Thread(target=self._flush_on_time, name=f"ackbridge-flush-{subscription}",
@@ -247,6 +248,11 @@ class Consumer:
             record = self._ledger.admit(message)
             if record is None:
                 return
+            if message.generation > self._generation:
+                # A new generation may arrive before generation_ended does: drop what
+                # is still buffered from the old one (the broker redelivers it).
+                self._drop_older_than(message.generation)
+                self._generation = message.generation
             count = message.delivery_count
             if self._max_deliveries is not None and count is not None and count > self._max_deliveries:
                 # Poison message: dead-letter instead of handing it out again.
@@ -258,11 +264,14 @@ class Consumer:
                 self._cond.notify()
 
     def _on_generation_end(self, generation: int) -> None:
-        with self._cond:
+        with self._lock:
             self._ledger.generation_ended(generation)
-            kept = [d for d in self._ready if d.generation > generation]
-            self._ready.clear()
-            self._ready.extend(kept)
+            self._drop_older_than(generation + 1)
+
+    def _drop_older_than(self, generation: int) -> None:
+        kept = [d for d in self._ready if d.generation >= generation]
+        self._ready.clear()
+        self._ready.extend(kept)
 
     def _flush_on_time(self) -> None:
         while True:
@@ -320,6 +329,10 @@ class Publisher:
         """
         conn = self._connection
         wants_labels = requested_acks is not None
+        if requested_acks is not None:
+            # Check labels and the capability before opening any reply inbox.
+            requested_acks = check_request(requested_acks)
+            conn.capabilities.require(Verb.LABELLED_ACKS)
         inbox = conn._inbox() if wants_labels and _needs_inbox(requested_acks) else None
         prepared = prepare_publish(
             body, headers=headers, message_id=message_id, correlation_id=correlation_id,

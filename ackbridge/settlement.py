@@ -85,7 +85,9 @@ class Ledger:
         return record
 
     def generation_ended(self, generation: int) -> None:
-        if self._generation is not None and generation >= self._generation:
+        # Exact match: a transport with a channel/connection per subscription ends
+        # one generation without touching the other subscriptions' ledgers.
+        if self._generation is not None and generation == self._generation:
             self._end(self._generation)
 
     def _end(self, generation: int | None) -> None:
@@ -126,6 +128,9 @@ class Ledger:
         self.check(record)
         record.state = _VERB_STATE[verb]
         if self._ordered:
+            # Acks may wait for a conflated flush; requeue/reject release the prefix now.
+            if verb is WireVerb.ACK and self._conflating:
+                return self._buffer_acks(1)
             return self._release_ordered_prefix()
         if verb is not WireVerb.ACK:
             del self._outstanding[record.seq]
@@ -145,10 +150,8 @@ class Ledger:
             if other.state is State.PENDING:
                 other.state = State.ACKED
                 newly += 1
-        if self._ordered:
-            return self._release_ordered_prefix()
         if not self._conflating:
-            return self.flush()
+            return self._release_ordered_prefix() if self._ordered else self.flush()
         return self._buffer_acks(newly)
 
     def _buffer_acks(self, count: int) -> list[WireSettle]:

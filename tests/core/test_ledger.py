@@ -121,3 +121,20 @@ def test_new_generation_makes_old_records_stale_and_drops_their_acks() -> None:
     assert ledger.flush() == []  # the buffered ack of generation 1 is never sent
     assert [op.generation for op in ledger.settle(fresh, WireVerb.REQUEUE)] == [2]  # type: ignore[arg-type]
     assert ledger.admit(msg(9, generation=1)) is None
+
+
+def test_ordered_acks_are_conflated_and_released_in_order() -> None:
+    ledger = Ledger("s", caps(multiple=False, ordered=True), conflate_count=3)
+    r1, r2, r3 = (ledger.admit(msg(t)) for t in (1, 2, 3))
+    assert ledger.settle(r2, WireVerb.ACK) == []  # type: ignore[arg-type]
+    assert ledger.settle(r1, WireVerb.ACK) == []  # type: ignore[arg-type]
+    ops = ledger.settle(r3, WireVerb.ACK)  # type: ignore[arg-type]
+    assert [op.wire_tag for op in ops] == [1, 2, 3]
+
+
+def test_ending_another_generation_leaves_this_ledger_alone() -> None:
+    ledger = Ledger("s", caps())
+    record = ledger.admit(msg(1, generation=4))
+    ledger.generation_ended(3)
+    ledger.generation_ended(5)
+    assert [op.wire_tag for op in ledger.settle(record, WireVerb.ACK)] == [1]  # type: ignore[arg-type]

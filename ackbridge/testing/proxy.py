@@ -1,0 +1,153 @@
+"""A loopback TCP proxy for fault injection: reset, blackhole, cut mid-frame, latency.
+
+It runs an asyncio loop on its own thread; every control method is
+thread-safe and returns once the fault is in force. Listens and connects on
+127.0.0.1 only. Point a client at ``proxy.port`` instead of the broker's port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import struct
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+
+@dataclass
+class _Pair:
+    client: asyncio.StreamWriter
+    upstream: asyncio.StreamWriter
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+
+class FaultProxy:
+    def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
+        if target_host not in {"127.0.0.1", "localhost", "::1"}:
+            raise ValueError("the fault proxy only forwards to loopback")
+        self.target = (target_host, target_port)
+        self.port = 0
+        self.latency_s = 0.0
+        self.connections_seen = 0
+        self._blackhole = False
+        self._cut_after: int | None = None
+        self._pairs: list[_Pair] = []
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fault-proxy", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("fault proxy did not start")
+
+    # ---- control (any thread) -------------------------------------------------
+    def reset(self) -> None:
+        """Abort every proxied connection with a TCP RST (new ones are accepted)."""
+        self._call(self._reset_all)
+
+    def blackhole(self, on: bool = True) -> None:
+        """Stop (or resume) forwarding in both directions; sockets stay open."""
+        self._blackhole = on
+
+    @contextlib.contextmanager
+    def blackholed(self) -> Iterator[None]:
+        self.blackhole(True)
+        try:
+            yield
+        finally:
+            self.blackhole(False)
+
+    def cut_mid_frame(self, after_bytes: int = 3) -> None:
+        """Forward only *after_bytes* of the next chunk (either way), then reset."""
+        self._cut_after = after_bytes
+
+    def set_latency(self, seconds: float) -> None:
+        self.latency_s = seconds
+
+    def close(self) -> None:
+        self._call(self._shutdown)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> FaultProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- loop side -----------------------------------------------------------------
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._server = self._loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self._loop.run_forever()
+
+    def _call(self, fn: object) -> None:
+        async def run() -> None:
+            fn()  # type: ignore[operator]
+
+        asyncio.run_coroutine_threadsafe(run(), self._loop).result(10)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections_seen += 1
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            _abort(writer)
+            return
+        pair = _Pair(writer, up_writer)
+        self._pairs.append(pair)
+        pair.tasks = [
+            asyncio.ensure_future(self._pump(reader, up_writer, pair)),
+            asyncio.ensure_future(self._pump(up_reader, writer, pair)),
+        ]
+
+    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, pair: _Pair) -> None:
+        try:
+            while True:
+                data = await src.read(65536)
+                if not data:
+                    break
+                while self._blackhole:
+                    await asyncio.sleep(0.02)
+                if self.latency_s:
+                    await asyncio.sleep(self.latency_s)
+                if self._cut_after is not None:
+                    cut, self._cut_after = self._cut_after, None
+                    dst.write(data[:cut])
+                    with contextlib.suppress(OSError, ConnectionError):
+                        await dst.drain()
+                    self._abort_pair(pair)
+                    return
+                dst.write(data)
+                await dst.drain()
+        except (OSError, ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            self._abort_pair(pair)
+
+    def _abort_pair(self, pair: _Pair) -> None:
+        _abort(pair.client)
+        _abort(pair.upstream)
+        if pair in self._pairs:
+            self._pairs.remove(pair)
+
+    def _reset_all(self) -> None:
+        for pair in list(self._pairs):
+            self._abort_pair(pair)
+
+    def _shutdown(self) -> None:
+        self._server.close()
+        self._reset_all()
+
+
+def _abort(writer: asyncio.StreamWriter) -> None:
+    """Close with RST (SO_LINGER 0), as a crashed peer or middlebox would."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(Exception):
+        writer.transport.abort()

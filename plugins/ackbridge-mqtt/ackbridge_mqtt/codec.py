@@ -1,0 +1,152 @@
+"""ackbridge message fields <-> MQTT 5 PUBLISH properties.
+
+MQTT 5 user properties are UTF-8 string pairs, so non-string header values
+are written as text and their types listed in one ``ackbridge-types`` user
+property, which lets them come back with the type they were sent with.
+MQTT 3.1.1 has no properties: only the body travels.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+TYPES_KEY = "ackbridge-types"
+MESSAGE_ID_KEY = "ackbridge-message-id"
+TIMESTAMP_KEY = "ackbridge-timestamp"
+#: How many times the message was delivered before this copy was made (requeue / dead-letter).
+ATTEMPT_KEY = "ackbridge-attempt"
+DEAD_LETTERED_FROM_KEY = "ackbridge-dead-lettered-from"
+_RESERVED = {TYPES_KEY, MESSAGE_ID_KEY, TIMESTAMP_KEY, ATTEMPT_KEY}
+
+
+def _encode_value(value: Any) -> tuple[str, str | None]:
+    """(text, type tag or None for plain strings)."""
+    if isinstance(value, str):
+        return value, None
+    if isinstance(value, bool):
+        return ("true" if value else "false"), "bool"
+    if isinstance(value, int):
+        return str(value), "int"
+    if isinstance(value, float):
+        return repr(value), "float"
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii"), "bytes"
+    if value is None:
+        return "", "null"
+    raise TypeError(f"header value of type {type(value).__name__} cannot be sent")
+
+
+def _decode_value(text: str, tag: str | None) -> Any:
+    if tag is None:
+        return text
+    if tag == "bool":
+        return text == "true"
+    if tag == "int":
+        return int(text)
+    if tag == "float":
+        return float(text)
+    if tag == "bytes":
+        return base64.b64decode(text)
+    if tag == "null":
+        return None
+    return text
+
+
+def publish_properties(
+    *,
+    headers: Mapping[str, Any],
+    message_id: str | None,
+    correlation_id: str | None,
+    reply_to: str | None,
+    content_type: str | None,
+    timestamp: float | None,
+    extra: Mapping[str, str] | None = None,
+) -> Properties:
+    props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]  # paho leaves it untyped
+    pairs: list[tuple[str, str]] = []
+    types: dict[str, str] = {}
+    for key, value in headers.items():
+        if key in _RESERVED:
+            continue  # ackbridge's own bookkeeping is rewritten below, never copied blindly
+        text, tag = _encode_value(value)
+        pairs.append((key, text))
+        if tag is not None:
+            types[key] = tag
+    if types:
+        pairs.append((TYPES_KEY, json.dumps(types, separators=(",", ":"))))
+    if message_id is not None:
+        pairs.append((MESSAGE_ID_KEY, message_id))
+    if timestamp is not None:
+        pairs.append((TIMESTAMP_KEY, repr(timestamp)))
+    for key, text in (extra or {}).items():
+        pairs.append((key, text))
+    if pairs:
+        props.UserProperty = pairs
+    if correlation_id is not None:
+        props.CorrelationData = correlation_id.encode("utf-8")
+    if reply_to:
+        props.ResponseTopic = reply_to
+    if content_type:
+        props.ContentType = content_type
+    return props
+
+
+class Decoded:
+    """Fields read back from a PUBLISH's properties."""
+
+    __slots__ = ("attempt", "content_type", "correlation_id", "headers", "message_id", "reply_to", "timestamp")
+
+    def __init__(self) -> None:
+        self.headers: dict[str, Any] = {}
+        self.message_id: str | None = None
+        self.correlation_id: str | None = None
+        self.reply_to: str | None = None
+        self.content_type: str | None = None
+        self.timestamp: float | None = None
+        self.attempt = 0
+
+
+def decode_properties(props: Properties | None) -> Decoded:
+    out = Decoded()
+    if props is None:
+        return out
+    pairs: list[tuple[str, str]] = list(getattr(props, "UserProperty", []) or [])
+    types: dict[str, str] = {}
+    for key, text in pairs:
+        if key == TYPES_KEY:
+            try:
+                types = json.loads(text)
+            except ValueError:
+                types = {}
+    for key, text in pairs:
+        if key == TYPES_KEY:
+            continue
+        if key == MESSAGE_ID_KEY:
+            out.message_id = text
+        elif key == TIMESTAMP_KEY:
+            try:
+                out.timestamp = float(text)
+            except ValueError:
+                out.timestamp = None
+        elif key == ATTEMPT_KEY:
+            try:
+                out.attempt = max(int(text), 0)
+            except ValueError:
+                out.attempt = 0
+        else:
+            try:
+                out.headers[key] = _decode_value(text, types.get(key))
+            except ValueError:
+                out.headers[key] = text  # foreign publisher: keep its text as is
+    correlation = getattr(props, "CorrelationData", None)
+    if isinstance(correlation, (bytes, bytearray)):
+        out.correlation_id = bytes(correlation).decode("utf-8", "replace")
+    out.reply_to = getattr(props, "ResponseTopic", None)
+    out.content_type = getattr(props, "ContentType", None)
+    return out

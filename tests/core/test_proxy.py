@@ -1,0 +1,78 @@
+"""The fault proxy itself, against a tiny echo server on loopback."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from ackbridge.testing.proxy import FaultProxy
+
+
+@pytest.fixture
+def echo_port() -> Iterator[int]:
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=lambda c=conn: _echo(c), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1]
+    server.close()
+
+
+def _echo(conn: socket.socket) -> None:
+    with conn, contextlib.suppress(OSError):  # the proxy resets connections on purpose
+        while data := conn.recv(4096):
+            conn.sendall(data)
+
+
+def test_forwards_then_resets(echo_port: int) -> None:
+    with FaultProxy(echo_port) as proxy:
+        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+        client.sendall(b"hello")
+        assert client.recv(5) == b"hello"
+        proxy.reset()
+        with pytest.raises((ConnectionResetError, BrokenPipeError)):
+            for _ in range(100):
+                client.sendall(b"x")
+                if client.recv(1) == b"":
+                    raise ConnectionResetError("closed")
+
+
+def test_blackhole_holds_bytes_until_lifted(echo_port: int) -> None:
+    with FaultProxy(echo_port) as proxy:
+        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+        client.sendall(b"a")
+        assert client.recv(1) == b"a"
+        proxy.blackhole(True)
+        client.sendall(b"b")
+        client.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            client.recv(1)
+        proxy.blackhole(False)
+        client.settimeout(5)
+        assert client.recv(1) == b"b"
+
+
+def test_cut_mid_frame_delivers_a_prefix_then_resets(echo_port: int) -> None:
+    with FaultProxy(echo_port) as proxy:
+        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+        proxy.cut_mid_frame(after_bytes=2)
+        client.sendall(b"abcdef")
+        received = b""
+        try:
+            while chunk := client.recv(10):
+                received += chunk
+        except ConnectionResetError:
+            pass
+        assert received in {b"", b"ab"}
+        assert proxy.connections_seen == 1

@@ -25,8 +25,25 @@ def _local() -> BrokerHarness:
     return LocalHarness(Path(tempfile.mkdtemp(prefix="scoreboard-")))
 
 
+def _mqtt(protocol: str) -> Callable[[], BrokerHarness]:
+    def make() -> BrokerHarness:
+        from tests.mqtt.harness import MqttHarness
+
+        return MqttHarness(protocol)
+
+    return make
+
+
+def _mqtt_via_proxy(harness: BrokerHarness) -> Callable[[int], str]:
+    return lambda port: f"mqtt://127.0.0.1:{port}"
+
+
 LOCAL_FAULTS = ("none", "connection-cut", "consumer-sigkill", "poison")
+NETWORK = ("none", "connection-cut", "tcp-reset", "blackhole", "cut-mid-frame", "consumer-sigkill")
 
 BROKERS: list[BrokerEntry] = [
     BrokerEntry("embedded", _local, None, LOCAL_FAULTS),
+    BrokerEntry("mqtt-5", _mqtt("5"), _mqtt_via_proxy, (*NETWORK, "poison")),
+    # 3.1.1 has no delivery count, so the poison policy cannot run there (declared gap).
+    BrokerEntry("mqtt-3.1.1", _mqtt("3.1.1"), _mqtt_via_proxy, NETWORK),
 ]

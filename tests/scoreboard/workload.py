@@ -184,8 +184,9 @@ class Cell:
 
     def _sigkilled_consumer(self) -> None:
         h = self.history
-        proc = subprocess.Popen([sys.executable, "-c", _KILLED_CONSUMER, self.harness.url(), self.queue,
-                                 str(max(1, self.n // 4))], stdout=subprocess.PIPE, text=True,
+        url = self.harness.url(**self.harness.connect_options())
+        proc = subprocess.Popen([sys.executable, "-c", _KILLED_CONSUMER, url, self.queue,
+                                 str(max(1, min(self.n // 4, 80)))], stdout=subprocess.PIPE, text=True,
                                 env=dict(os.environ))
         try:
             assert proc.stdout is not None

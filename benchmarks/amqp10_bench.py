@@ -1,0 +1,152 @@
+"""AMQP 1.0 throughput: ackbridge vs raw python-qpid-proton, same broker, same run.
+
+    .venv/bin/python benchmarks/amqp10_bench.py [--count 20000] [--prefetch 200] [--window 1000]
+
+Two phases, each run for raw proton and for ackbridge (amqp10://):
+* send-with-settlement: publish COUNT messages and wait until the broker has
+  accepted every one (raw: as fast as link credit allows; ackbridge: a
+  publisher with WINDOW confirms outstanding).
+* receive-with-accept: drain COUNT messages, accepting each (raw: auto-accept
+  with PREFETCH credit; ackbridge: consume(prefetch=PREFETCH), get() + ack()).
+Queues are created and deleted through the management API on 127.0.0.1:15672.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from typing import Any
+
+from proton import Message
+from proton.handlers import MessagingHandler
+from proton.reactor import Container
+
+from ackbridge.connect import connect
+
+HOST, PORT = "127.0.0.1", 5672
+_AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()
+
+
+def _mgmt(method: str, name: str, body: Any = None) -> None:
+    url = f"http://{HOST}:15672/api/queues/%2F/" + urllib.parse.quote(name, safe="")
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Authorization": _AUTH, "content-type": "application/json"})
+    urllib.request.urlopen(request, timeout=10).read()
+
+
+class _RawSend(MessagingHandler):  # type: ignore[misc]
+    def __init__(self, address: str, count: int, body: bytes) -> None:
+        super().__init__()
+        self.address, self.count, self.body = address, count, body
+        self.sent = self.accepted = 0
+
+    def on_start(self, event: Any) -> None:
+        conn = event.container.connect(f"amqp://{HOST}:{PORT}", user="guest", password="guest",
+                                       allowed_mechs="PLAIN", reconnect=False)
+        event.container.create_sender(conn, self.address)
+
+    def on_sendable(self, event: Any) -> None:
+        while event.sender.credit and self.sent < self.count:
+            event.sender.send(Message(body=self.body, inferred=True, durable=True))
+            self.sent += 1
+
+    def on_accepted(self, event: Any) -> None:
+        self.accepted += 1
+        if self.accepted == self.count:
+            event.connection.close()
+
+
+class _RawReceive(MessagingHandler):  # type: ignore[misc]
+    def __init__(self, address: str, count: int, prefetch: int) -> None:
+        super().__init__(prefetch=prefetch, auto_accept=True)
+        self.address, self.count, self.received = address, count, 0
+
+    def on_start(self, event: Any) -> None:
+        conn = event.container.connect(f"amqp://{HOST}:{PORT}", user="guest", password="guest",
+                                       allowed_mechs="PLAIN", reconnect=False)
+        event.container.create_receiver(conn, self.address)
+
+    def on_message(self, event: Any) -> None:
+        self.received += 1
+        if self.received == self.count:
+            event.receiver.close()
+            event.connection.close()
+
+
+def raw_send(address: str, count: int, body: bytes) -> float:
+    started = time.perf_counter()
+    Container(_RawSend(address, count, body)).run()
+    return count / (time.perf_counter() - started)
+
+
+def raw_receive(address: str, count: int, prefetch: int) -> float:
+    started = time.perf_counter()
+    Container(_RawReceive(address, count, prefetch)).run()
+    return count / (time.perf_counter() - started)
+
+
+def ab_send(address: str, count: int, body: bytes, window: int) -> float:
+    with connect(f"amqp10://guest:guest@{HOST}:{PORT}") as conn:
+        publisher = conn.publisher(window=window)
+        started = time.perf_counter()
+        confirms = [publisher.publish(address, body) for _ in range(count)]
+        assert publisher.flush(timeout=300)
+        elapsed = time.perf_counter() - started
+        assert all(c.outcome is not None and c.outcome.confirmed for c in confirms)
+    return count / elapsed
+
+
+def ab_receive(address: str, count: int, prefetch: int) -> float:
+    with connect(f"amqp10://guest:guest@{HOST}:{PORT}") as conn:
+        started = time.perf_counter()
+        consumer = conn.consume(address, prefetch=prefetch)
+        for _ in range(count):
+            delivery = consumer.get(timeout=30)
+            assert delivery is not None, "ran dry"
+            delivery.ack()
+        elapsed = time.perf_counter() - started
+        consumer.close()
+    return count / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--count", type=int, default=20_000)
+    parser.add_argument("--prefetch", type=int, default=200)
+    parser.add_argument("--window", type=int, default=1000)
+    parser.add_argument("--size", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=2, help="best of N rounds per side")
+    args = parser.parse_args()
+    body = b"x" * args.size
+    name = f"ab10-bench-{uuid.uuid4().hex[:8]}"
+    address = f"/amq/queue/{name}"
+    _mgmt("PUT", name, {"durable": True, "auto_delete": False, "arguments": {}})
+    try:
+        results: dict[str, list[float]] = {k: [] for k in ("raw send", "ab send", "raw recv", "ab recv")}
+        for _ in range(args.rounds):
+            # Alternate sides so broker warm-up favours neither.
+            results["raw send"].append(raw_send(address, args.count, body))
+            results["raw recv"].append(raw_receive(address, args.count, args.prefetch))
+            results["ab send"].append(ab_send(address, args.count, body, args.window))
+            results["ab recv"].append(ab_receive(address, args.count, args.prefetch))
+        best = {k: max(v) for k, v in results.items()}
+        print(f"AMQP 1.0 on RabbitMQ {HOST}:{PORT}: {args.count} msgs x {args.size} B, prefetch {args.prefetch}, "
+              f"window {args.window}, best of {args.rounds}")
+        print(f"{'phase':<22}{'raw proton':>14}{'ackbridge':>14}{'ratio':>8}")
+        for phase, raw, ab in (("send-with-settlement", "raw send", "ab send"),
+                               ("receive-with-accept", "raw recv", "ab recv")):
+            ratio = best[ab] / best[raw]
+            flag = "ok" if ratio >= 0.9 else "BELOW 0.9"
+            print(f"{phase:<22}{best[raw]:>11.0f}/s{best[ab]:>11.0f}/s{ratio:>8.2f}  {flag}")
+    finally:
+        _mgmt("DELETE", name)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""The verb tables of the AMQP 1.0 adapter, chosen by the ``peer`` option.
+
+The wire behaviour is the same for every peer; only what can be *observed*
+differs. RabbitMQ 3.10's plugin accepts every publish (even unroutable ones)
+and never raises the delivery-count, so those verbs are declared as gaps
+there. ``peer=generic`` declares what the AMQP 1.0 protocol itself gives.
+"""
+
+from __future__ import annotations
+
+from ackbridge.capabilities import Capabilities, Verb, emulated, native, unsupported
+
+_COMMON = {
+    Verb.ACK: native("accepted outcome"),
+    Verb.REJECT: native("rejected outcome; the broker dead-letters it if the queue has a dead-letter target "
+                        "(RabbitMQ: x-dead-letter-exchange argument or policy), otherwise drops it"),
+    Verb.CUMULATIVE_ACK: emulated("AMQP 1.0 settles deliveries one by one: each is accepted individually, "
+                                  "in one batch on the container thread"),
+    Verb.CONFIRM: native("accepted outcome on the sender link"),
+    Verb.LABELLED_ACKS: native("replies go to a per-connection inbox link (reply-to + correlation-id); on "
+                               "RabbitMQ a temporary queue bound to amq.direct"),
+}
+
+RABBITMQ = Capabilities(
+    broker="amqp10",
+    verbs={
+        **_COMMON,
+        Verb.REQUEUE: native("released outcome (delivered=False): modified would end the session on RabbitMQ "
+                            "< 3.10.11; modified(delivery-failed) is used only when the broker is known to be safe"),
+        Verb.CONFIRM_REFUSED: unsupported(
+            "RabbitMQ 3.10's AMQP 1.0 plugin answers every publish 'accepted', even unroutable ones and "
+            "publishes to a missing /amq/queue/NAME; a refusal is never observed"),
+        Verb.DELIVERY_COUNT: unsupported(
+            "RabbitMQ 3.10 sends first-acquirer only (redelivered is reported), never a delivery-count"),
+    },
+    notes=(
+        "peer=rabbitmq (default): declares the gaps of RabbitMQ 3.10's AMQP 1.0 plugin",
+        "no queue management in AMQP 1.0: declare_queue(dead_letter=True) is unsupported",
+    ),
+)
+
+GENERIC = Capabilities(
+    broker="amqp10",
+    verbs={
+        **_COMMON,
+        Verb.REQUEUE: native("modified outcome with delivery-failed=true (the broker counts the attempt); "
+                            "released if the peer is a RabbitMQ older than 3.10.11"),
+        Verb.CONFIRM_REFUSED: native("rejected, released or modified outcome, with the broker's error condition"),
+        Verb.DELIVERY_COUNT: native("header delivery-count + 1 (the delivery-count counts failed attempts)"),
+    },
+    notes=(
+        "peer=generic: any AMQP 1.0 broker that reports outcomes and the message header",
+        "no queue management in AMQP 1.0: declare_queue(dead_letter=True) is unsupported",
+    ),
+)
+
+
+def for_peer(peer: str) -> Capabilities:
+    return GENERIC if peer == "generic" else RABBITMQ

@@ -1,0 +1,71 @@
+"""ackbridge messages <-> proton messages (no I/O)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+from proton import Message
+
+from ackbridge.messages import InboundMessage, OutboundMessage
+
+
+def to_proton(message: OutboundMessage) -> Message:
+    # inferred=True sends bytes as a data section: other protocols (and RabbitMQ's
+    # AMQP 0-9-1 side) see the raw body, not an AMQP-encoded binary value.
+    return Message(
+        body=message.body,
+        inferred=True,
+        durable=message.persistent,
+        id=message.message_id,
+        correlation_id=message.correlation_id,
+        reply_to=message.reply_to,
+        content_type=message.content_type,
+        creation_time=message.timestamp or 0,
+        properties=dict(message.headers) if message.headers else None,
+    )
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _body(body: Any) -> bytes:
+    if body is None:
+        return b""
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return bytes(body)
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    return repr(body).encode("utf-8")
+
+
+def from_proton(message: Message, *, wire_tag: Hashable, generation: int, source: str,
+                count_header: bool) -> InboundMessage:
+    """Build an InboundMessage. ``count_header``: trust the header's delivery-count
+    (peers like RabbitMQ 3.10 leave it at 0, so the count is reported as unknown)."""
+    props: dict[Any, Any] = message.properties or {}
+    annotations: Any = message.annotations or {}
+    routing_key = annotations.get("x-routing-key") if isinstance(annotations, dict) else None
+    prior = int(message.delivery_count or 0)
+    return InboundMessage(
+        wire_tag=wire_tag,
+        generation=generation,
+        body=_body(message.body),
+        source=source,
+        headers={str(k): v for k, v in props.items()},
+        routing_key=_text(routing_key) or _text(message.subject),
+        message_id=_text(message.id),
+        correlation_id=_text(message.correlation_id),
+        reply_to=_text(message.reply_to),
+        content_type=_text(message.content_type) or None,
+        timestamp=float(message.creation_time) if message.creation_time else None,
+        # A peer that sends no header makes first-acquirer read False: a false
+        # "redelivered" errs on the safe side for at-least-once consumers.
+        redelivered=(not message.first_acquirer) or prior > 0,
+        delivery_count=prior + 1 if count_header else None,
+    )

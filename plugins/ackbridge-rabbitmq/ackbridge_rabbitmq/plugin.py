@@ -1,0 +1,22 @@
+"""Registers the ``amqp://`` and ``amqps://`` schemes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ackbridge.hookspecs import hookimpl
+from ackbridge.plugins import AdapterSpec
+from ackbridge_rabbitmq.common import CLASSIC, QUORUM
+from ackbridge_rabbitmq.transport import RabbitTransport
+
+
+@hookimpl
+def ackbridge_register_adapters(register: Callable[[AdapterSpec], None]) -> None:
+    register(AdapterSpec(
+        name="rabbitmq",
+        schemes=("amqp", "amqps"),
+        transport=RabbitTransport,
+        capabilities=CLASSIC,
+        description="RabbitMQ over AMQP 0-9-1, amqp://user:pass@host:5672/vhost (queue_type=classic|quorum)",
+        variants=(QUORUM,),
+    ))

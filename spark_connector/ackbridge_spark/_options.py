@@ -1,0 +1,132 @@
+"""Spark option maps -> what the connector and ``ackbridge.connect`` need.
+
+Spark hands options as a case-insensitive map of strings. The broker URL must
+stay in the option named ``url``: Spark redacts values of keys matching
+``spark.sql.redaction.options.regex`` (default ``(?i)url``) in ``explain()``
+and the UI. ``username``/``password`` may be given as separate options
+(Spark redacts ``password`` keys too). Nothing here ever formats an option
+value into a message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from ackbridge.errors import InvalidOptionError
+
+#: Options the connector itself consumes (lower case: Spark's map is case-insensitive).
+_OWN = {
+    "url", "queue", "topic", "address", "username", "password", "prefetch", "maxrecordsperbatch",
+    "writeaheadpath", "settleonplan", "availablenowidlems", "dedupereplayed", "testseverafterbatches",
+    "path", "confirmtimeout", "window", "messageidprefix",
+}
+#: Options Spark itself puts into a writer's/reader's map: never broker options.
+_SPARK = {"checkpointlocation", "queryname", "outputmode", "path", "trigger", "mergeschema"}
+_DESTINATION_KEYS = ("queue", "topic", "address")
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k).lower(): v for k, v in options.items()}
+
+
+def _int(options: Mapping[str, str], key: str, default: int, *, minimum: int = 1) -> int:
+    raw = options.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(str(raw))
+    except ValueError:
+        raise InvalidOptionError(f"ackbridge option {key!r} must be an integer") from None
+    if value < minimum:
+        raise InvalidOptionError(f"ackbridge option {key!r} must be >= {minimum}")
+    return value
+
+
+def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = options.get(key)
+    if raw is None or raw == "":
+        return default
+    low = str(raw).strip().lower()
+    if low in {"1", "true", "yes", "on"}:
+        return True
+    if low in {"0", "false", "no", "off"}:
+        return False
+    raise InvalidOptionError(f"ackbridge option {key!r} must be true or false")
+
+
+def _with_credentials(url: str, username: str | None, password: str | None) -> str:
+    if username is None and password is None:
+        return url
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    user = quote(username if username is not None else (parts.username or ""), safe="")
+    auth = user + (":" + quote(password, safe="") if password is not None else "")
+    return urlunsplit((parts.scheme, f"{auth}@{host}", parts.path, parts.query, parts.fragment))
+
+
+@dataclass(frozen=True)
+class ConnectorOptions:
+    """Parsed options. ``url`` holds the secret: never put it in a message or log."""
+
+    url: str = field(repr=False)
+    destination: str
+    prefetch: int
+    max_records_per_batch: int
+    write_ahead_path: str | None
+    settle_on_plan: bool
+    available_now_idle_ms: int
+    dedupe_replayed: bool
+    confirm_timeout: float | None
+    window: int | None
+    message_id_prefix: str | None
+    test_sever_after_batches: int
+    #: Everything else, passed to ``ackbridge.connect`` (plugin options such as ``lease_timeout``).
+    passthrough: Mapping[str, str] = field(repr=False, default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"ConnectorOptions(destination={self.destination!r}, max_records_per_batch={self.max_records_per_batch})"
+
+    def connect_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = dict(self.passthrough)
+        if self.confirm_timeout is not None:
+            kwargs["confirm_timeout"] = self.confirm_timeout
+        if self.window is not None:
+            kwargs["window"] = self.window
+        return kwargs
+
+
+def parse(options: Mapping[str, str]) -> ConnectorOptions:
+    opts = _lower(options)
+    url = opts.get("url")
+    if not url:
+        raise InvalidOptionError("the ackbridge data source needs option 'url' (e.g. local:///tmp/ackbridge.db)")
+    destination = next((opts[k] for k in _DESTINATION_KEYS if opts.get(k)), None)
+    if destination is None:
+        raise InvalidOptionError("the ackbridge data source needs option 'queue' (or 'topic' / 'address')")
+    url = _with_credentials(url, opts.get("username"), opts.get("password"))
+    max_rows = _int(opts, "maxrecordsperbatch", 1000)
+    prefetch = _int(opts, "prefetch", max(100, 2 * max_rows))
+    confirm_raw = opts.get("confirmtimeout")
+    try:
+        confirm_timeout = float(confirm_raw) if confirm_raw else None
+    except ValueError:
+        raise InvalidOptionError("ackbridge option 'confirmTimeout' must be a number of seconds") from None
+    passthrough = {k: v for k, v in opts.items() if k not in _OWN and k not in _SPARK}
+    return ConnectorOptions(
+        url=url,
+        destination=destination,
+        prefetch=prefetch,
+        max_records_per_batch=max_rows,
+        write_ahead_path=opts.get("writeaheadpath") or None,
+        settle_on_plan=_bool(opts, "settleonplan", True),
+        available_now_idle_ms=_int(opts, "availablenowidlems", 1000, minimum=0),
+        dedupe_replayed=_bool(opts, "dedupereplayed", True),
+        confirm_timeout=confirm_timeout,
+        window=_int(opts, "window", 1000) if opts.get("window") else None,
+        message_id_prefix=opts.get("messageidprefix") or None,
+        test_sever_after_batches=_int(opts, "testseverafterbatches", 0, minimum=0),
+        passthrough=passthrough,
+    )

@@ -1,0 +1,410 @@
+"""The streaming source: settle a micro-batch's deliveries only after Spark committed it.
+
+Where things run (see docs/spark.md): Spark builds this reader in a long-lived
+*runner* process on the driver, which calls ``latestOffset`` / ``partitions`` /
+``commit`` in order, and in a *planner* process whose copy is pickled to the
+executors for ``read``. Only the runner owns a broker connection, opened on
+its first call (never in ``__init__`` or on unpickling, so copies never
+subscribe).
+
+Offsets are ``{"seq": n, "batch": b}``: ``seq`` numbers deliveries in the
+order they were planned; ``batch`` counts non-empty source batches (equal to
+Spark's batchId for single-source queries without no-data batches). A
+delivery is numbered only when ``latestOffset`` offers it to Spark, so a fresh
+runner that learns, after a restart, of ranges planned by its predecessor
+never numbers its own deliveries into those ranges -- a replayed batch never
+acks what it did not deliver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+import uuid
+from collections import deque
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+
+from ackbridge.errors import AckbridgeError, ConnectionLostError, SettlementError
+from ackbridge.labels import SPARK_COMMITTED
+from ackbridge_spark._options import ConnectorOptions
+from ackbridge_spark._schema import ARROW_SCHEMA, from_ipc, to_ipc, to_record_batch
+
+log = logging.getLogger("ackbridge.spark")
+
+
+class AckbridgePartition(InputPartition):
+    """One micro-batch's rows: Arrow IPC bytes, or the path of a write-ahead file."""
+
+    def __init__(self, ipc: bytes | None = None, path: str | None = None) -> None:
+        super().__init__(path or len(ipc or b""))
+        self.ipc = ipc
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"AckbridgePartition(path={self.path!r}, bytes={len(self.ipc or b'')})"
+
+
+def _seq(offset: dict[str, Any] | None) -> int:
+    return int((offset or {}).get("seq", 0))
+
+
+def _batch(offset: dict[str, Any] | None) -> int:
+    return int((offset or {}).get("batch", -1))
+
+
+class _Numbered:
+    __slots__ = ("batch", "delivery")
+
+    def __init__(self, delivery: Any, batch: int) -> None:
+        self.delivery = delivery
+        self.batch = batch
+
+
+class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: ConnectorOptions) -> None:
+        self._opts = options
+        self._reset_runtime()
+
+    # Pickling (planner copy -> executors) carries the options only.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_opts": self._opts}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._opts = state["_opts"]
+        self._reset_runtime()
+
+    def _reset_runtime(self) -> None:
+        self._conn: Any = None
+        self._consumer: Any = None
+        self._pending: deque[Any] = deque()
+        self._numbered: dict[int, _Numbered] = {}
+        self._high = 0
+        self._available_now = False
+        self._batches_planned = 0
+        self._replayed_ids: dict[int, set[str]] = {}  # end seq of a replayed WAL batch -> its message ids
+        self._held: dict[str, Any] = {}  # redeliveries of replayed messages, acked when the replay commits
+        self._committed_replayed: set[str] = set()
+        self.stats = {"settled": 0, "stale_refused": 0, "labels_sent": 0, "replay_duplicates_acked": 0,
+                      "reconnects": 0, "dropped_stale": 0}
+
+    # ---- connection (runner only, lazily) ----------------------------------------
+    def _ensure_connected(self) -> None:
+        if self._consumer is not None:
+            return
+        import ackbridge
+
+        _install_sigterm_handler()
+        opts = self._opts
+        conn = ackbridge.connect(opts.url, **opts.connect_kwargs())
+        try:
+            # Acks are decided per committed batch, then flushed in one go.
+            self._consumer = conn.consume(opts.destination, prefetch=opts.prefetch,
+                                          conflate_count=1_000_000, conflate_ms=0.0)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.close()
+            raise
+        self._conn = conn
+        log.info("ackbridge source subscribed to %r on %s", opts.destination, conn.url.redacted)
+
+    def _drop_connection(self) -> None:
+        conn, self._conn, self._consumer = self._conn, None, None
+        self._pending.clear()
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+        self.stats["reconnects"] += 1
+
+    def _pull(self, wait: float = 0.0) -> None:
+        """Move deliveries the consumer holds into ``_pending``; wait up to *wait* s for the first."""
+        consumer = self._consumer
+        delivery = consumer.get(timeout=wait)
+        while delivery is not None:
+            self._admit(delivery)
+            delivery = consumer.get(timeout=0)
+
+    def _admit(self, delivery: Any) -> None:
+        mid = delivery.message_id
+        if mid is not None and delivery.redelivered:
+            if mid in self._committed_replayed:
+                self._settle_one(delivery, None, replay_duplicate=True)
+                return
+            if any(mid in ids for ids in self._replayed_ids.values()):
+                self._held[mid] = delivery
+                return
+        self._pending.append(delivery)
+
+    # ---- DataSourceStreamReader -------------------------------------------------------
+    def initialOffset(self) -> dict[str, Any]:
+        return {"seq": 0, "batch": -1}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self._opts.max_records_per_batch)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        # A broker queue has no "latest offset" to pin: drain until it has been
+        # idle for availableNowIdleMs (documented in docs/spark.md).
+        self._available_now = True
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        s = _seq(start)
+        self._high = max(self._high, s)
+        self._ensure_connected()
+        if self._opts.settle_on_plan:
+            # commits/N is on disk before latestOffset(start=end_N) is called.
+            self._settle_through(s)
+        self._cleanup_wal(s)
+        try:
+            self._pull()
+            self._drop_stale()
+            cap = self._cap(limit)
+            offered = [q for q in self._numbered if q > s]
+            if len(offered) < cap and not self._pending and self._available_now:
+                self._pull(wait=self._opts.available_now_idle_ms / 1000.0)
+                self._drop_stale()
+        except ConnectionLostError:
+            log.warning("ackbridge source lost its connection; reconnecting on the next trigger")
+            self._drop_connection()
+            offered = [q for q in self._numbered if q > s]
+            cap = self._cap(limit)
+        batch = _batch(start) + 1
+        while len(offered) < cap and self._pending:
+            self._high += 1
+            self._numbered[self._high] = _Numbered(self._pending.popleft(), batch)
+            offered.append(self._high)
+        if not offered:
+            if _batch(start) < 0:
+                # A fresh query runs batch 0 even when it is empty; numbering it keeps
+                # our batch counter equal to Spark's batchId.
+                return {"seq": s, "batch": 0}
+            return start
+        if isinstance(limit, ReadMinRows) and len(offered) < limit.min_rows and not self._available_now:
+            return start
+        offered.sort()
+        end = offered[min(cap, len(offered)) - 1]
+        for q in offered:
+            if q <= end:
+                self._numbered[q].batch = batch
+        return {"seq": end, "batch": batch}
+
+    def _cap(self, limit: ReadLimit) -> int:
+        if isinstance(limit, ReadMaxRows):
+            return max(1, int(limit.max_rows))
+        if isinstance(limit, ReadAllAvailable):
+            return 1 << 62
+        return self._opts.max_records_per_batch
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        s, e = _seq(start), _seq(end)
+        self._high = max(self._high, e)
+        wal = self._wal_file(s, e)
+        if wal is not None and os.path.exists(wal):
+            return [self._replay(wal, s, e)]
+        rows = [(q, n.delivery) for q, n in sorted(self._numbered.items()) if s < q <= e]
+        self._batches_planned += 1
+        if self._opts.test_sever_after_batches and self._batches_planned == self._opts.test_sever_after_batches:
+            self._test_sever()
+        if not rows:
+            # A range planned by an earlier run (crash before commit): its messages
+            # were never settled, the broker redelivers them into later batches.
+            return []
+        ipc = to_ipc(to_record_batch(rows))
+        if wal is not None:
+            _write_atomically(wal, ipc)
+            return [AckbridgePartition(path=wal)]
+        if len(ipc) > 32 * 1024 * 1024:
+            log.warning("ackbridge batch of %d bytes is pickled into its task; lower maxRecordsPerBatch "
+                        "or set writeAheadPath", len(ipc))
+        return [AckbridgePartition(ipc=ipc)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, AckbridgePartition)
+        if partition.path is not None:
+            with open(partition.path, "rb") as fh:
+                batches = from_ipc(fh.read())
+        else:
+            batches = from_ipc(partition.ipc or b"")
+        for batch in batches:
+            yield batch.cast(ARROW_SCHEMA) if batch.schema != ARROW_SCHEMA else batch
+
+    def commit(self, end: dict[str, Any]) -> None:
+        e = _seq(end)
+        self._high = max(self._high, e)
+        if self._consumer is None and not self._numbered:
+            return
+        self._settle_through(e)
+        self._cleanup_wal(e)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        # Shown as sources[0].latestOffset in lastProgress: counters, no secrets.
+        return {"seq": self._high, "buffered": len(self._pending), "unsettled": len(self._numbered),
+                **self.stats}
+
+    def stop(self) -> None:
+        # Undecided deliveries (uncommitted batches) return to the broker on close.
+        conn, self._conn, self._consumer = self._conn, None, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    # ---- settlement ------------------------------------------------------------------
+    def _settle_through(self, seq: int) -> None:
+        done = [q for q in self._numbered if q <= seq]
+        if not done:
+            self._release_replayed(seq)
+            return
+        done.sort()
+        for q in done:
+            n = self._numbered.pop(q)
+            self._settle_one(n.delivery, n.batch, offset=q)
+        self._flush()
+        self._release_replayed(seq)
+
+    def _settle_one(self, delivery: Any, batch: int | None, *, offset: int | None = None,
+                    replay_duplicate: bool = False) -> None:
+        try:
+            delivery.ack()
+            if replay_duplicate:
+                self.stats["replay_duplicates_acked"] += 1
+            else:
+                self.stats["settled"] += 1
+        except SettlementError:
+            # Stale (its connection ended) or already settled: nothing was sent;
+            # the broker redelivers it (a duplicate, never a loss).
+            self.stats["stale_refused"] += 1
+        except ConnectionLostError:
+            self.stats["stale_refused"] += 1
+        if batch is not None and SPARK_COMMITTED in delivery.requested_acks and self._conn is not None:
+            try:
+                self._conn._issue_ack(delivery, SPARK_COMMITTED, 200, {"batch_id": batch, "offset": offset},
+                                      internal=True)
+                self.stats["labels_sent"] += 1
+            except AckbridgeError as exc:
+                log.warning("could not send %s acknowledgement: %s", SPARK_COMMITTED, exc)
+
+    def _flush(self) -> None:
+        if self._consumer is None:
+            return
+        try:
+            self._consumer.flush()
+        except SettlementError:
+            self.stats["stale_refused"] += 1
+        except ConnectionLostError:
+            self._drop_connection()
+
+    def _drop_stale(self) -> None:
+        kept = [d for d in self._pending if not _is_stale(d)]
+        self.stats["dropped_stale"] += len(self._pending) - len(kept)
+        self._pending = deque(kept)
+
+    # ---- write-ahead files -------------------------------------------------------------
+    def _wal_file(self, s: int, e: int) -> str | None:
+        if not self._opts.write_ahead_path:
+            return None
+        return os.path.join(self._opts.write_ahead_path, f"batch-{s:020d}-{e:020d}.arrow")
+
+    def _replay(self, wal: str, s: int, e: int) -> AckbridgePartition:
+        # Our own numbered deliveries inside this range must not be acked by its
+        # commit: give them back for later batches.
+        mine = sorted(q for q in self._numbered if s < q <= e)
+        for q in reversed(mine):
+            self._pending.appendleft(self._numbered.pop(q).delivery)
+        if self._opts.dedupe_replayed:
+            with open(wal, "rb") as fh:
+                ids = {m for b in from_ipc(fh.read()) for m in b.column("message_id").to_pylist() if m}
+            self._replayed_ids[e] = ids
+            for d in list(self._pending):
+                if d.redelivered and d.message_id in ids:
+                    self._pending.remove(d)
+                    self._held[d.message_id] = d
+        log.info("ackbridge source replays planned batch (%d, %d] from its write-ahead file", s, e)
+        return AckbridgePartition(path=wal)
+
+    def _release_replayed(self, seq: int) -> None:
+        for end in [x for x in self._replayed_ids if x <= seq]:
+            ids = self._replayed_ids.pop(end)
+            self._committed_replayed |= ids
+            for mid in ids:
+                held = self._held.pop(mid, None)
+                if held is not None:
+                    self._settle_one(held, None, replay_duplicate=True)
+        if self._consumer is not None and self._committed_replayed:
+            self._flush()
+
+    def _cleanup_wal(self, seq: int) -> None:
+        path = self._opts.write_ahead_path
+        if not path or not os.path.isdir(path):
+            return
+        for name in os.listdir(path):
+            if not (name.startswith("batch-") and name.endswith(".arrow")):
+                continue
+            try:
+                end = int(name[:-6].split("-")[2])
+            except (IndexError, ValueError):
+                continue
+            if end <= seq:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(path, name))
+
+    def _test_sever(self) -> None:
+        transport = getattr(self._conn, "_transport", None)
+        sever = getattr(transport, "sever", None)
+        if callable(sever):
+            log.warning("ackbridge source: fault injection, severing the broker connection")
+            sever("fault injection (testSeverAfterBatches)")
+
+
+def _is_stale(delivery: Any) -> bool:
+    record = getattr(delivery, "_record", None)
+    return bool(getattr(record, "stale", False))
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    with contextlib.suppress(OSError):
+        fd = os.open(os.path.dirname(path), os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+_sigterm_installed = False
+
+
+def _install_sigterm_handler() -> None:
+    """query.stop() SIGTERMs the runner; without a handler stop() never runs and
+    the connection dies with the process. SystemExit unwinds through the runner's
+    ``finally: reader.stop()``, which closes cleanly and settles nothing undecided."""
+    global _sigterm_installed
+    if _sigterm_installed or threading.current_thread() is not threading.main_thread():
+        return
+
+    def _exit(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    try:
+        signal.signal(signal.SIGTERM, _exit)
+        _sigterm_installed = True
+    except ValueError:
+        pass

@@ -1,0 +1,162 @@
+"""Broker-side view of RabbitMQ for the conformance suite and the plugin tests.
+
+Counts come from ``rabbitmqctl`` (immediate; the management API's queue stats
+lag ~5 s); dead-lettered bodies from the management API's ``/get`` (immediate,
+it reads the queue itself). Connections are cut with ``rabbitmqctl
+close_connection``, found by the ``connection_name`` the transport sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import subprocess
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from ackbridge.testing import BrokerHarness, eventually
+
+TEST_USER = "ackbridge_test"
+# Not "guest": with user == password, "guest:***" would still show the password.
+TEST_PASSWORD = "ab-Pw-7f3c91e2"
+AMQP_URL = f"amqp://{TEST_USER}:{TEST_PASSWORD}@127.0.0.1:5672/"
+MGMT = "http://127.0.0.1:15672/api"
+_AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()
+
+
+def mgmt(method: str, path: str, body: Any = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(MGMT + path, data=data, method=method,
+                                     headers={"Authorization": _AUTH, "content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        raw = response.read()
+    return json.loads(raw) if raw else None
+
+
+def rabbitmqctl(*args: str) -> str:
+    done = subprocess.run(["rabbitmqctl", "-q", *args], capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout
+
+
+def queue_counts() -> dict[str, tuple[int, int]]:
+    rows = json.loads(rabbitmqctl("list_queues", "--formatter", "json", "name", "messages_ready",
+                                  "messages_unacknowledged") or "[]")
+    return {r["name"]: (int(r["messages_ready"]), int(r["messages_unacknowledged"])) for r in rows}
+
+
+def delete_queue(name: str) -> None:
+    with contextlib.suppress(Exception):
+        mgmt("DELETE", f"/queues/%2F/{urllib.parse.quote(name, safe='')}")
+
+
+def delete_exchange(name: str) -> None:
+    with contextlib.suppress(Exception):
+        mgmt("DELETE", f"/exchanges/%2F/{urllib.parse.quote(name, safe='')}")
+
+
+def close_connection(connection_name: str) -> None:
+    # JSON output renders pids as "#PID<...>", which close_connection rejects:
+    # use the plain listing, whose pid column is the accepted "<rabbit@...>" form.
+    out = rabbitmqctl("list_connections", "pid", "client_properties")
+    pids = [line.split("\t", 1)[0] for line in out.splitlines() if connection_name in line]
+    assert pids, f"connection {connection_name} not found on the broker"
+    for pid in pids:
+        rabbitmqctl("close_connection", pid, "ackbridge test cut the connection")
+
+
+_user_ready = False
+
+
+def ensure_test_user() -> None:
+    """Create (idempotently) the test user with full rights on vhost "/"."""
+    global _user_ready
+    if _user_ready:
+        return
+    mgmt("PUT", f"/users/{TEST_USER}", {"password": TEST_PASSWORD, "tags": ""})
+    mgmt("PUT", f"/permissions/%2F/{TEST_USER}", {"configure": ".*", "write": ".*", "read": ".*"})
+    _user_ready = True
+
+
+def transport_of(connection: Any) -> Any:
+    return connection._transport
+
+
+class RabbitHarness(BrokerHarness):
+    can_hold_confirms = True
+
+    def __init__(self, queue_type: str = "classic") -> None:
+        self.queue_type = queue_type
+        self.name = f"rabbitmq-{queue_type}"
+        self._queues: list[str] = []
+        self._exchanges: list[str] = []
+        ensure_test_user()
+
+    def url(self, **options: Any) -> str:
+        query = "&".join(f"{k}={v}" for k, v in options.items())
+        return AMQP_URL + (f"?{query}" if query else "")
+
+    def connect_options(self) -> dict[str, Any]:
+        return {"queue_type": self.queue_type}
+
+    def new_queue(self, *, dead_letter: bool = True) -> str:
+        from ackbridge.connect import connect
+
+        name = f"abtest-{self.queue_type}-{uuid.uuid4().hex[:10]}"
+        self._queues += [name, f"{name}.dlq"]
+        self._exchanges.append(f"{name}.dlx")
+        with connect(self.url(), queue_type=self.queue_type, reconnect=False) as conn:
+            conn.declare_queue(name, dead_letter=dead_letter)
+        return name
+
+    def unroutable_target(self) -> str:
+        return f"amq.direct/nowhere-{uuid.uuid4().hex[:8]}"
+
+    def ready(self, queue: str) -> int:
+        return queue_counts().get(queue, (0, 0))[0]
+
+    def unacked(self, queue: str) -> int:
+        return queue_counts().get(queue, (0, 0))[1]
+
+    def dead_lettered(self, queue: str) -> list[bytes]:
+        got = mgmt("POST", f"/queues/%2F/{urllib.parse.quote(queue + '.dlq', safe='')}/get",
+                   {"count": 1000, "ackmode": "ack_requeue_true", "encoding": "base64"})
+        return [base64.b64decode(m["payload"]) for m in got]
+
+    def break_connection(self, connection: Any) -> None:
+        transport = transport_of(connection)
+        before = transport.generation
+        close_connection(transport.connection_name)
+        eventually(lambda: transport.generation > before, timeout=30, message="client saw the cut")
+
+    @contextlib.contextmanager
+    def hold_confirms(self, connection: Any) -> Iterator[None]:
+        # RabbitMQ cannot be told to withhold one client's confirms, so the
+        # publishes are parked client-side: their confirms stay pending.
+        transport = transport_of(connection)
+        loop = getattr(connection, "_loop", None)
+        if loop is None:
+            transport.hold_publishes(True)
+        else:
+            asyncio.run_coroutine_threadsafe(_call(transport.hold_publishes_async, True), loop).result(10)
+        try:
+            yield
+        finally:
+            if loop is None:
+                transport.hold_publishes(False)
+            else:
+                asyncio.run_coroutine_threadsafe(_call(transport.hold_publishes_async, False), loop).result(10)
+
+    def cleanup(self) -> None:
+        for name in self._queues:
+            delete_queue(name)
+        for name in self._exchanges:
+            delete_exchange(name)
+
+
+async def _call(fn: Any, *args: Any) -> None:
+    fn(*args)

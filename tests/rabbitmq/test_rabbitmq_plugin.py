@@ -1,0 +1,315 @@
+"""RabbitMQ-specific behaviour beyond the shared conformance suite (asserted broker-side)."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import subprocess
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ackbridge.capabilities import Level, Verb
+from ackbridge.connect import connect, connect_async
+from ackbridge.errors import BrokerError, ConnectionLostError, StaleDeliveryError, UnsupportedVerbError
+from ackbridge.messages import ConfirmStatus
+from ackbridge.testing import eventually
+from tests.rabbitmq.harness import TEST_PASSWORD, RabbitHarness, close_connection, queue_counts
+
+pytestmark = pytest.mark.rabbitmq
+
+
+@pytest.fixture(params=["classic", "quorum"])
+def harness(request: pytest.FixtureRequest) -> Iterator[RabbitHarness]:
+    h = RabbitHarness(request.param)
+    yield h
+    h.cleanup()
+
+
+@pytest.fixture
+def classic() -> Iterator[RabbitHarness]:
+    h = RabbitHarness("classic")
+    yield h
+    h.cleanup()
+
+
+@pytest.fixture
+def quorum() -> Iterator[RabbitHarness]:
+    h = RabbitHarness("quorum")
+    yield h
+    h.cleanup()
+
+
+def counts(queue: str) -> tuple[int, int]:
+    return queue_counts().get(queue, (0, 0))
+
+
+def test_stale_settle_after_forced_close_sends_nothing(harness: RabbitHarness) -> None:
+    queue = harness.new_queue()
+    with connect(harness.url(), queue_type=harness.queue_type) as conn:
+        for i in range(2):
+            assert conn.publish(queue, b"m%d" % i).result(10).confirmed
+        consumer = conn.consume(queue, prefetch=2)
+        first, second = consumer.get(10), consumer.get(10)
+        assert first is not None and second is not None
+        harness.break_connection(conn)
+        with pytest.raises(StaleDeliveryError, match="redeliver"):
+            first.ack()
+        with pytest.raises(StaleDeliveryError):
+            second.reject()
+        # Reconnected and re-subscribed: both come back, redelivered, nothing was acked or dead-lettered.
+        again = [consumer.get(20), consumer.get(20)]
+        assert all(d is not None for d in again)
+        assert sorted(d.body for d in again if d) == [b"m0", b"m1"]
+        assert all(d.redelivered for d in again if d)
+        assert all(d.generation > first.generation for d in again if d)
+        eventually(lambda: counts(queue) == (0, 2), message="both unacked on the new channel")
+        assert harness.dead_lettered(queue) == []
+        for d in again:
+            assert d is not None
+            d.ack()
+        eventually(lambda: counts(queue) == (0, 0), message="acked broker-side")
+
+
+def test_poison_message_dead_lettered_after_n_deliveries(quorum: RabbitHarness) -> None:
+    queue = quorum.new_queue(dead_letter=True)
+    with connect(quorum.url(), queue_type="quorum") as conn:
+        assert conn.publish(queue, b"poison").result(10).confirmed
+        consumer = conn.consume(queue, prefetch=1, max_deliveries=3)
+        seen = []
+        for _ in range(3):
+            d = consumer.get(10)
+            assert d is not None
+            seen.append(d.delivery_count)
+            d.requeue()
+        assert seen == [1, 2, 3]
+        eventually(lambda: quorum.dead_lettered(queue) == [b"poison"], message="poison in QUEUE.dlq")
+        assert consumer.dead_lettered_by_policy == 1
+        eventually(lambda: counts(queue) == (0, 0), message="source queue empty")
+
+
+def test_classic_declares_no_delivery_count(classic: RabbitHarness) -> None:
+    with connect(classic.url()) as conn:
+        assert conn.capabilities.support(Verb.DELIVERY_COUNT).level is Level.UNSUPPORTED
+        with pytest.raises(UnsupportedVerbError, match="quorum"):
+            conn.consume(classic.new_queue(), max_deliveries=2)
+
+
+def test_unroutable_publish_refused(classic: RabbitHarness) -> None:
+    with connect(classic.url()) as conn:
+        outcome = conn.publish(f"no-such-queue-{uuid.uuid4().hex}", b"x").result(10)
+        assert outcome.status is ConfirmStatus.REFUSED
+        assert outcome.reason.startswith("unroutable")
+        outcome = conn.publish("amq.topic/nobody.listens", b"x").result(10)
+        assert outcome.status is ConfirmStatus.REFUSED
+
+
+def test_connection_killed_with_confirms_pending(harness: RabbitHarness) -> None:
+    """A real cut mid-stream (nothing parked client-side): no pending publish is
+    reported confirmed or refused, and every confirmed one is on the broker."""
+    queue = harness.new_queue()
+    with connect(harness.url(), queue_type=harness.queue_type, reconnect=False) as conn:
+        publisher = conn.publisher(window=50_000)
+        confirms = []
+        cut = threading.Thread(target=close_connection, args=(conn._transport.connection_name,))
+        for i in range(40_000):
+            try:
+                confirms.append(publisher.publish(queue, b"p" * 64))
+            except ConnectionLostError:
+                break
+            if i == 2000:
+                cut.start()
+        cut.join()
+        outcomes = [c.result(60) for c in confirms]
+    statuses = [o.status for o in outcomes]
+    assert ConfirmStatus.REFUSED not in statuses
+    assert ConfirmStatus.UNKNOWN in statuses
+    confirmed = statuses.count(ConfirmStatus.CONFIRMED)
+    # Confirms arrive in publish order: nothing after the first unknown is confirmed.
+    first_unknown = statuses.index(ConfirmStatus.UNKNOWN)
+    assert ConfirmStatus.CONFIRMED not in statuses[first_unknown:]
+    eventually(lambda: counts(queue)[0] >= confirmed, message=f">= {confirmed} confirmed messages on the broker")
+
+
+def test_settle_from_worker_threads(classic: RabbitHarness) -> None:
+    queue = classic.new_queue()
+    n = 2000
+    with connect(classic.url()) as conn:
+        publisher = conn.publisher(window=5000)
+        for i in range(n):
+            publisher.publish(queue, b"w%d" % i)
+        assert publisher.flush(30)
+        consumer = conn.consume(queue, prefetch=500)
+        generation = conn._transport.generation
+        errors: list[BaseException] = []
+
+        def worker() -> None:
+            try:
+                while True:
+                    d = consumer.get(2)
+                    if d is None:
+                        return
+                    (d.ack if d.body[-1] % 7 else d.reject)()
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == []
+        # No 406 (unknown/double tag) closed the channel: the generation never moved.
+        assert conn._transport.generation == generation
+        eventually(lambda: counts(queue) == (0, 0), message="all settled broker-side")
+
+
+def test_reconnect_resumes_consuming(harness: RabbitHarness) -> None:
+    queue = harness.new_queue()
+    with connect(harness.url(), queue_type=harness.queue_type) as conn:
+        consumer = conn.consume(queue, prefetch=10)
+        assert conn.publish(queue, b"before").result(10).confirmed
+        d = consumer.get(10)
+        assert d is not None
+        d.ack()
+        harness.break_connection(conn)
+
+        def publish_after() -> bool:
+            try:
+                return conn.publish(queue, b"after").result(10).confirmed
+            except ConnectionLostError:
+                return False
+
+        eventually(publish_after, timeout=30, interval=0.2, message="publish after reconnect")
+        again = consumer.get(20)
+        assert again is not None and again.body == b"after"
+        again.ack()
+        eventually(lambda: counts(queue) == (0, 0), message="acked after reconnect")
+
+
+def test_async_reconnect_and_stale(classic: RabbitHarness) -> None:
+    queue = classic.new_queue()
+
+    async def run() -> None:
+        conn = await connect_async(classic.url())
+        try:
+            await (await conn.publish(queue, b"a")).result(10)
+            consumer = await conn.consume(queue, prefetch=5)
+            old = await consumer.get(10)
+            assert old is not None
+            before = conn._transport.generation
+            await asyncio.to_thread(close_connection, conn._transport.connection_name)
+            for _ in range(300):  # bounded poll for the cut to be seen
+                if conn._transport.generation > before:
+                    break
+                await asyncio.sleep(0.05)
+            with pytest.raises(StaleDeliveryError):
+                await old.ack()
+            again = await consumer.get(20)
+            assert again is not None and again.body == b"a" and again.redelivered
+            await again.ack()
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+    eventually(lambda: counts(queue) == (0, 0), message="acked broker-side")
+
+
+def test_406_is_broker_error_with_code(classic: RabbitHarness) -> None:
+    queue = classic.new_queue()
+    with connect(classic.url(), queue_type="quorum") as conn:
+        with pytest.raises(BrokerError) as err:
+            conn.declare_queue(queue)  # exists as classic: inequivalent arg x-queue-type
+        assert err.value.code == 406
+        # The connection survives a channel-level error.
+        assert conn.publish(queue, b"ok").result(10).confirmed
+
+    async def run() -> None:
+        conn = await connect_async(classic.url(), queue_type="quorum")
+        try:
+            with pytest.raises(BrokerError) as aerr:
+                await conn.declare_queue(queue)
+            assert aerr.value.code == 406
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
+def test_missing_queue_subscribe_is_404(classic: RabbitHarness) -> None:
+    with connect(classic.url()) as conn:
+        with pytest.raises(BrokerError) as err:
+            conn.consume(f"missing-{uuid.uuid4().hex}")
+        assert err.value.code == 404
+
+
+def test_bad_password_never_shown() -> None:
+    secret = "not-the-" + TEST_PASSWORD
+    with pytest.raises(ConnectionLostError) as err:
+        connect(f"amqp://ackbridge_test:{secret}@127.0.0.1:5672/", connect_timeout=5)
+    assert secret not in str(err.value) and secret not in repr(err.value)
+
+
+# ---- TLS -----------------------------------------------------------------------------------
+def _make_certs(tmp: Path) -> tuple[Path, Path, Path]:
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+    ca_key, ca, key, csr, cert = (tmp / n for n in ("ca.key", "ca.pem", "srv.key", "srv.csr", "srv.pem"))
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key), "-out", str(ca),
+        "-days", "1", "-subj", "/CN=ackbridge-test-ca")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr), "-subj", "/CN=127.0.0.1")
+    ext = tmp / "ext.cnf"
+    ext.write_text("subjectAltName=IP:127.0.0.1\n")
+    run("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
+        "-out", str(cert), "-days", "1", "-extfile", str(ext))
+    return ca, cert, key
+
+
+def test_amqps_verifies_certificates(tmp_path: Path) -> None:
+    """No TLS listener on the shared broker: a tiny TLS server stands in. The
+    handshake must fail on an untrusted certificate with a clear error; with the
+    right CA the handshake passes (and the AMQP step then fails: it is no broker)."""
+    import socket
+
+    ca, cert, key = _make_certs(tmp_path)
+    other_ca, _, _ = _make_certs(tmp_path / "other" if (tmp_path / "other").mkdir() is None else tmp_path)
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    handshakes: list[str] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                raw, _ = listener.accept()
+            except TimeoutError:
+                continue
+            try:
+                with server_ctx.wrap_socket(raw, server_side=True) as tls:
+                    handshakes.append("ok")
+                    tls.recv(8)
+            except (ssl.SSLError, OSError):
+                handshakes.append("failed")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        url = f"amqps://ackbridge_test:{TEST_PASSWORD}@127.0.0.1:{port}/"
+        with pytest.raises(ConnectionLostError) as err:
+            connect(url, tls_ca_file=str(other_ca), connect_timeout=5, reconnect=False)
+        assert "CERTIFICATE_VERIFY_FAILED" in str(err.value) or "certificate" in str(err.value).lower()
+        assert TEST_PASSWORD not in str(err.value)
+        with pytest.raises(ConnectionLostError):  # right CA: TLS ok, then no AMQP broker answers
+            connect(url, tls_ca_file=str(ca), connect_timeout=3, reconnect=False)
+        eventually(lambda: "ok" in handshakes, message="a verified handshake")
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()

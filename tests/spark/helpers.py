@@ -1,0 +1,182 @@
+"""Helpers of the Spark connector tests: brokers answered broker-side, one session per module."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import ackbridge
+from ackbridge.plugins import registry
+
+VENV_PYTHON = str(Path(sys.executable))
+os.environ["PYSPARK_PYTHON"] = VENV_PYTHON
+os.environ["PYSPARK_DRIVER_PYTHON"] = VENV_PYTHON
+
+HAVE_JAVA = shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))
+
+RABBIT_URL = "amqp://guest:guest@127.0.0.1:5672/"
+
+
+def eventually(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.1,
+               message: str = "condition") -> Any:
+    """Poll *predicate* until truthy or *timeout* passes (no fixed sleeps)."""
+    end = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < end:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"{message} not reached within {timeout} s (last value: {last!r})")
+
+
+class Broker:
+    """What the tests need from a broker, answered from the broker's side."""
+
+    name = "broker"
+
+    def url(self) -> str:
+        raise NotImplementedError
+
+    def new_queue(self) -> str:
+        raise NotImplementedError
+
+    def counts(self, queue: str) -> tuple[int, int]:
+        """(ready, unacked) as the broker sees them."""
+        raise NotImplementedError
+
+    def sever_options(self, after_batches: int) -> dict[str, str]:
+        """Options that make the source lose its connection after *after_batches* batches."""
+        return {}
+
+    def sever_from_outside(self) -> None:
+        """Cut the source's connection from the broker side, if the harness does that."""
+
+    def too_big(self) -> tuple[dict[str, str], bytes]:
+        raise NotImplementedError
+
+    def publish(self, queue: str, n: int, *, prefix: str = "m", **kwargs: Any) -> list[str]:
+        """Publish *n* messages with confirms; return the ids the broker confirmed."""
+        ids = [f"{prefix}-{i}" for i in range(n)]
+        with ackbridge.connect(self.url()) as conn:
+            confirms = [conn.publish(queue, f"{prefix}:{i}".encode(), message_id=mid, **kwargs)
+                        for i, mid in enumerate(ids)]
+            conn.flush(timeout=60)
+            return [c.message_id for c in confirms if c.result().confirmed]  # type: ignore[misc]
+
+
+class LocalBroker(Broker):
+    name = "embedded"
+
+    def __init__(self, root: Path) -> None:
+        self.path = root / "broker.db"
+        self._conn = ackbridge.connect(self.url())
+
+    def url(self) -> str:
+        return f"local://{self.path}"
+
+    def new_queue(self) -> str:
+        name = f"q-{uuid.uuid4().hex[:8]}"
+        self._conn.declare_queue(name)
+        return name
+
+    def counts(self, queue: str) -> tuple[int, int]:
+        return self._conn._transport.store.counts(queue)  # type: ignore[no-any-return]
+
+    def sever_options(self, after_batches: int) -> dict[str, str]:
+        return {"testSeverAfterBatches": str(after_batches)}
+
+    def too_big(self) -> tuple[dict[str, str], bytes]:
+        return {"max_message_bytes": "1000"}, b"x" * 5000
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class RabbitBroker(Broker):
+    name = "rabbitmq"
+
+    def __init__(self) -> None:
+        self._conn = ackbridge.connect(RABBIT_URL)
+
+    def url(self) -> str:
+        return RABBIT_URL
+
+    def new_queue(self) -> str:
+        name = f"spark-{uuid.uuid4().hex[:8]}"
+        self._conn.declare_queue(name)
+        return name
+
+    def counts(self, queue: str) -> tuple[int, int]:
+        out = subprocess.run(["rabbitmqctl", "-q", "list_queues", "name", "messages_ready",
+                              "messages_unacknowledged"], capture_output=True, text=True, timeout=60).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == queue:
+                return int(parts[1]), int(parts[2])
+        return 0, 0
+
+    def sever_from_outside(self) -> None:
+        out = subprocess.run(["rabbitmqctl", "-q", "list_connections", "pid", "peer_port"],
+                             capture_output=True, text=True, timeout=60).stdout
+        for line in out.splitlines():
+            pid = line.split()[0] if line.split() else ""
+            if pid.startswith("<"):
+                subprocess.run(["rabbitmqctl", "close_connection", pid, "ackbridge spark test"],
+                               capture_output=True, timeout=60)
+
+    def too_big(self) -> tuple[dict[str, str], bytes]:
+        # RabbitMQ refuses bodies over max_message_size (16 MiB by default) by closing
+        # the channel; a body that large per row risks the test JVM's heap, so this
+        # cell is reported as not run rather than faked.
+        raise NotImplementedError("no cheap refused publish on RabbitMQ from Spark")
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def rabbit_ready() -> str | None:
+    if "amqp" not in registry().adapters:
+        return "the ackbridge-rabbitmq plugin is not installed (amqp:// not registered)"
+    try:
+        ackbridge.connect(RABBIT_URL).close()
+    except Exception as exc:  # pragma: no cover - depends on the machine
+        return f"RabbitMQ on 127.0.0.1:5672 not reachable: {type(exc).__name__}"
+    return None
+
+
+def make_spark(app: str, extra: dict[str, str] | None = None) -> Any:
+    from pyspark.sql import SparkSession
+
+    import ackbridge_spark
+
+    builder = (SparkSession.builder.master("local[2]").appName(app)
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.pyspark.python", VENV_PYTHON)
+               .config("spark.sql.streaming.pollingDelay", "20ms"))
+    for key, value in (extra or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    ackbridge_spark.register(spark)
+    return spark
+
+
+def scoreboard(broker: str, fault: str, confirmed: list[str], delivered: list[str], **extra: Any) -> dict[str, Any]:
+    """The reliability-scoreboard row (printed; -s shows it)."""
+    unique = set(delivered)
+    row = {
+        "broker": broker, "fault": fault, "confirmed": len(confirmed), "delivered": len(unique),
+        "LOST": len(set(confirmed) - unique), "UNEXPECTED": len(unique - set(confirmed)),
+        "duplicated": len(delivered) - len(unique), **extra,
+    }
+    print("SCOREBOARD", row)
+    return row

@@ -1,0 +1,57 @@
+"""SIGKILL the driver mid-batch, restart from the checkpoint: lost = 0, duplicates reported."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .helpers import Broker, eventually, scoreboard
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+JOB = str(Path(__file__).with_name("job_stream_to_parquet.py"))
+
+
+def run_job(broker: Broker, queue: str, tmp: Path, block_at: int) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    args = [sys.executable, JOB, broker.url(), queue, str(tmp / "ck"), str(tmp / "out"), str(block_at),
+            str(tmp / "blocked")]
+    # Its own process group: the driver, its JVM and Python workers die together.
+    return subprocess.Popen(args, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=open(tmp / f"job-{block_at}.log", "wb"))
+
+
+def test_driver_sigkilled_mid_batch(broker: Broker, tmp_path: Path) -> None:
+    import pandas as pd
+
+    queue = broker.new_queue()
+    confirmed = broker.publish(queue, 150)
+    (tmp_path / "out").mkdir()
+    job = run_job(broker, queue, tmp_path, block_at=2)
+    try:
+        eventually(lambda: (tmp_path / "blocked").exists() or job.poll() is not None, 180,
+                   message="job blocked inside batch 2")
+        assert job.poll() is None, (tmp_path / "job-2.log").read_text()[-3000:]
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait(30)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+    # The killed runner's leases return to the queue (broker-side reclaim).
+    restart = run_job(broker, queue, tmp_path, block_at=-1)
+    try:
+        assert restart.wait(240) == 0, (tmp_path / "job--1.log").read_text()[-3000:]
+    finally:
+        if restart.poll() is None:
+            os.killpg(restart.pid, signal.SIGKILL)
+    frames = [pd.read_parquet(p) for p in sorted((tmp_path / "out").glob("*.parquet"))]
+    delivered = [m for f in frames for m in f["message_id"].tolist()]
+    row = scoreboard(broker.name, "driver SIGKILL mid-batch + restart", confirmed, delivered,
+                     redelivered=int(sum(f["redelivered"].sum() for f in frames)))
+    assert row["LOST"] == 0 and row["UNEXPECTED"] == 0
+    eventually(lambda: broker.counts(queue) == (0, 0), 60, message="queue drained and settled")

@@ -369,8 +369,7 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
 
 def _is_stale(delivery: Any) -> bool:
-    record = getattr(delivery, "_record", None)
-    return bool(getattr(record, "stale", False))
+    return bool(delivery.stale)
 
 
 def _write_atomically(path: str, data: bytes) -> None:

@@ -6,6 +6,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from ackbridge.testing import BrokerHarness
 
@@ -17,6 +18,8 @@ class BrokerEntry:
     #: proxied_url(harness) -> (proxy_port -> url), or None when the broker has no socket.
     proxied: Callable[[BrokerHarness], Callable[[int], str]] | None
     faults: tuple[str, ...]
+    #: Consume while publishing: the broker drops a backlog beyond a per-session limit.
+    online_consumer: bool = False
 
 
 def _local() -> BrokerHarness:
@@ -34,8 +37,34 @@ def _mqtt(protocol: str) -> Callable[[], BrokerHarness]:
     return make
 
 
-def _mqtt_via_proxy(harness: BrokerHarness) -> Callable[[int], str]:
-    return lambda port: f"mqtt://127.0.0.1:{port}"
+def _rabbit(queue_type: str) -> Callable[[], BrokerHarness]:
+    def make() -> BrokerHarness:
+        from tests.rabbitmq.harness import RabbitHarness, ensure_test_user
+
+        ensure_test_user()
+        return RabbitHarness(queue_type)
+
+    return make
+
+
+def _amqp10() -> BrokerHarness:
+    from tests.amqp10.harness import Amqp10Harness
+
+    return Amqp10Harness()
+
+
+def broker_port(url: str) -> int:
+    port = urlsplit(url).port
+    if port is None:
+        raise ValueError(f"no port in {url.split('@')[-1]!r}")
+    return port
+
+
+def _via_proxy(harness: BrokerHarness) -> Callable[[int], str]:
+    """The harness's URL with its port replaced by the fault proxy's."""
+    url = harness.url()
+    port_now = broker_port(url)
+    return lambda port: url.replace(f":{port_now}", f":{port}", 1)
 
 
 LOCAL_FAULTS = ("none", "connection-cut", "consumer-sigkill", "poison")
@@ -43,7 +72,14 @@ NETWORK = ("none", "connection-cut", "tcp-reset", "blackhole", "cut-mid-frame", 
 
 BROKERS: list[BrokerEntry] = [
     BrokerEntry("embedded", _local, None, LOCAL_FAULTS),
-    BrokerEntry("mqtt-5", _mqtt("5"), _mqtt_via_proxy, (*NETWORK, "poison")),
+    BrokerEntry("mqtt-5", _mqtt("5"), _via_proxy, (*NETWORK, "poison"), online_consumer=True),
     # 3.1.1 has no delivery count, so the poison policy cannot run there (declared gap).
-    BrokerEntry("mqtt-3.1.1", _mqtt("3.1.1"), _mqtt_via_proxy, NETWORK),
+    BrokerEntry("mqtt-3.1.1", _mqtt("3.1.1"), _via_proxy, NETWORK, online_consumer=True),
+    BrokerEntry("rabbitmq-classic", _rabbit("classic"), _via_proxy, NETWORK),
+    BrokerEntry("rabbitmq-quorum", _rabbit("quorum"), _via_proxy, (*NETWORK, "poison")),
+    # RabbitMQ 3.10's AMQP 1.0 plugin reports no delivery count: no poison policy (declared gap).
+    BrokerEntry("amqp10-rabbitmq", _amqp10, _via_proxy, NETWORK),
 ]
+
+#: The small matrix CI runs (every broker, the faults that matter most).
+CI_FAULTS = ("connection-cut", "tcp-reset", "consumer-sigkill", "poison")

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -34,7 +35,7 @@ _KILLED_CONSUMER = textwrap.dedent("""
         d = consumer.get(timeout=30)
         if d is None:
             break
-        print(d.message_id, flush=True)
+        print(d.message_id or d.body.decode(), flush=True)
         if i % 2 == 0:
             d.ack()
     print("READY", flush=True)
@@ -44,7 +45,8 @@ _KILLED_CONSUMER = textwrap.dedent("""
 
 class Cell:
     def __init__(self, harness: BrokerHarness, fault: str, n: int, *, proxied_url: Callable[[int], str] | None,
-                 options: dict[str, Any] | None = None, deadline_s: float = 240.0) -> None:
+                 options: dict[str, Any] | None = None, deadline_s: float = 240.0,
+                 online_consumer: bool = False) -> None:
         self.harness = harness
         self.fault = fault
         self.n = n
@@ -56,14 +58,19 @@ class Cell:
         self.proxy: FaultProxy | None = None
         self._cut_publish = False
         self._cut_consume = False
+        # Brokers that drop what exceeds a per-session queue (Mosquitto: 1000) are
+        # consumed while publishing, as a real MQTT consumer is.
+        self.online_consumer = online_consumer and fault != "consumer-sigkill"
+        self._published = threading.Event()
 
     def url(self) -> str:
         if self.fault in NETWORK_FAULTS:
             if self.proxied_url is None:
                 raise RuntimeError(f"{self.harness.name} cannot be reached through a TCP proxy")
             if self.proxy is None:
-                port = int(self.harness.url().rsplit(":", 1)[1].split("/", 1)[0].split("?", 1)[0])
-                self.proxy = FaultProxy(port)
+                from tests.scoreboard.brokers import broker_port
+
+                self.proxy = FaultProxy(broker_port(self.harness.url()))
             return self.proxied_url(self.proxy.port)
         return self.harness.url()
 
@@ -74,8 +81,16 @@ class Cell:
     def run(self) -> History:
         started = time.monotonic()
         try:
-            self._publish()
-            self._consume()
+            if self.online_consumer:
+                consumer = threading.Thread(target=self._consume, name="scoreboard-consumer")
+                consumer.start()
+                self._publish()
+                self._published.set()
+                consumer.join(timeout=max(self.deadline - time.monotonic(), 0) + 30)
+            else:
+                self._publish()
+                self._published.set()
+                self._consume()
         finally:
             if self.proxy is not None:
                 self.proxy.close()
@@ -135,7 +150,9 @@ class Cell:
                 while time.monotonic() < self.deadline:
                     delivery = consumer.get(timeout=3.0)
                     if delivery is None:
-                        break
+                        if self._published.is_set():
+                            break
+                        continue
                     message_id = delivery.message_id or delivery.body.decode()
                     if message_id.startswith("poison-"):
                         delivery.requeue()  # the application keeps failing on it
@@ -150,7 +167,7 @@ class Cell:
                         delivery.ack()
                     except StaleDeliveryError:
                         h.stale_refused += 1
-                    if self.fault != "poison" and set(h.delivered) >= h.confirmed:
+                    if self.fault != "poison" and self._all_delivered():
                         break
             except AckbridgeError:
                 pass  # reconnect below; unsettled deliveries come back from the broker
@@ -160,10 +177,14 @@ class Cell:
                         conn.close()
                     except AckbridgeError:
                         pass
-            if set(h.delivered) >= h.confirmed - h.expected_dead:
+            if self._published.is_set() and set(h.delivered) >= h.confirmed - h.expected_dead:
                 idle_rounds += 1
                 if idle_rounds >= 2 or self.fault != "poison":
                     return
+
+    def _all_delivered(self) -> bool:
+        # Only meaningful once publishing is over (the confirmed set is final).
+        return self._published.is_set() and set(self.history.delivered) >= self.history.confirmed
 
     def _inject(self, conn: ackbridge.Connection) -> float | None:
         h = self.history

@@ -7,9 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import IN_CI
+
 from .helpers import HAVE_JAVA, Broker, LocalBroker, RabbitBroker, rabbit_ready
 
 if not HAVE_JAVA:
+    if IN_CI:
+        raise RuntimeError("Java is needed for the Spark tests (scripts/setup.sh installs it)")
     pytest.skip("Java is needed for the Spark tests", allow_module_level=True)
 
 BROKERS = [
@@ -23,6 +27,8 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Broker]:
     if request.param == "rabbitmq":
         why = rabbit_ready()
         if why:
+            if IN_CI:
+                pytest.fail(f"RabbitMQ is needed in CI: {why}")
             pytest.skip(why)
         b: Broker = RabbitBroker()
     else:

@@ -59,7 +59,12 @@ class Broker:
     def sever_from_outside(self) -> None:
         """Cut the source's connection from the broker side, if the harness does that."""
 
-    def too_big(self) -> tuple[dict[str, str], bytes]:
+    def refusal(self) -> tuple[str, dict[str, str], list[bytes]]:
+        """(queue, sink options, rows) such that the broker confirms 9 rows and refuses 1."""
+        raise NotImplementedError
+
+    def secret_url(self, canary: str) -> tuple[str, str]:
+        """A working URL whose password is a canary, and the canary to search for."""
         raise NotImplementedError
 
     def publish(self, queue: str, n: int, *, prefix: str = "m", **kwargs: Any) -> list[str]:
@@ -88,13 +93,22 @@ class LocalBroker(Broker):
         return name
 
     def counts(self, queue: str) -> tuple[int, int]:
-        return self._conn._transport.store.counts(queue)  # type: ignore[no-any-return]
+        store = self._conn._transport.store  # type: ignore[attr-defined]
+        # The embedded broker returns a dead consumer's leases lazily, on the next
+        # poll by anyone; do that poll's reclaim first, as a restarted query would.
+        store.reclaim_dead(every=0)
+        return store.counts(queue)  # type: ignore[no-any-return]
 
     def sever_options(self, after_batches: int) -> dict[str, str]:
         return {"testSeverAfterBatches": str(after_batches)}
 
-    def too_big(self) -> tuple[dict[str, str], bytes]:
-        return {"max_message_bytes": "1000"}, b"x" * 5000
+    def secret_url(self, canary: str) -> tuple[str, str]:
+        return self.url().replace("local://", f"local://spark:{canary}@", 1), canary
+
+    def refusal(self) -> tuple[str, dict[str, str], list[bytes]]:
+        # The embedded broker refuses bodies over max_message_bytes.
+        rows = [b"small"] * 5 + [b"x" * 5000] + [b"small"] * 4
+        return self.new_queue(), {"max_message_bytes": "1000"}, rows
 
     def close(self) -> None:
         self._conn.close()
@@ -132,11 +146,22 @@ class RabbitBroker(Broker):
                 subprocess.run(["rabbitmqctl", "close_connection", pid, "ackbridge spark test"],
                                capture_output=True, timeout=60)
 
-    def too_big(self) -> tuple[dict[str, str], bytes]:
-        # RabbitMQ refuses bodies over max_message_size (16 MiB by default) by closing
-        # the channel; a body that large per row risks the test JVM's heap, so this
-        # cell is reported as not run rather than faked.
-        raise NotImplementedError("no cheap refused publish on RabbitMQ from Spark")
+    def secret_url(self, canary: str) -> tuple[str, str]:
+        # RabbitMQ checks the password, so the canary is a real user's password.
+        from tests.rabbitmq.harness import AMQP_URL, TEST_PASSWORD, ensure_test_user
+
+        ensure_test_user()
+        return AMQP_URL, TEST_PASSWORD
+
+    def refusal(self) -> tuple[str, dict[str, str], list[bytes]]:
+        # A queue capped at 9 with overflow=reject-publish: RabbitMQ nacks the 10th
+        # publish (a real broker refusal, cheaper than a 16 MiB body per row).
+        from tests.rabbitmq.harness import mgmt
+
+        name = f"spark-cap-{uuid.uuid4().hex[:8]}"
+        mgmt("PUT", f"/queues/%2F/{name}", {"durable": True, "auto_delete": False,
+                                           "arguments": {"x-max-length": 9, "x-overflow": "reject-publish"}})
+        return name, {}, [b"small"] * 10
 
     def close(self) -> None:
         self._conn.close()

@@ -48,13 +48,8 @@ def test_batch_sink_publishes_with_deterministic_ids(spark: Any, broker: Broker)
 
 
 def test_refused_publish_fails_the_task(spark: Any, broker: Broker) -> None:
-    try:
-        options, big = broker.too_big()
-    except NotImplementedError as why:
-        pytest.skip(str(why))
-    queue = broker.new_queue()
-    rows = [(b"small",)] * 5 + [(big,)] + [(b"small",)] * 4
-    df = spark.createDataFrame(rows, "body binary").coalesce(1)
+    queue, options, bodies = broker.refusal()
+    df = spark.createDataFrame([(b,) for b in bodies], "body binary").coalesce(1)
     writer = df.write.format("ackbridge").option("url", broker.url()).option("queue", queue)
     for key, value in options.items():
         writer = writer.option(key, value)

@@ -165,6 +165,11 @@ class DeliveryBase:
         return self._record.state
 
     @property
+    def stale(self) -> bool:
+        """True once the connection generation it came on has ended."""
+        return self._record.stale
+
+    @property
     def settled(self) -> bool:
         return self._record.state is not State.PENDING
 

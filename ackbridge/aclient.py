@@ -17,7 +17,7 @@ from typing import Any
 
 from ackbridge import labels as labels_mod
 from ackbridge._base import DeliveryBase, prepare_publish
-from ackbridge.capabilities import Verb
+from ackbridge.capabilities import Capabilities, Verb
 from ackbridge.client import _consumer_options, _needs_inbox, _publisher_options, _reply_for
 from ackbridge.errors import AckbridgeError, InvalidLabelError
 from ackbridge.labels import AckCollector, AggregatedAcks, LabelAck, check_request
@@ -366,8 +366,6 @@ class AsyncConnection:
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._transport = transport_type(url, transport_options, self)
-        self.capabilities = self._transport.capabilities
-        self.broker = self.capabilities.broker
         self._seq = itertools.count(1)
         self._consumers: dict[str, AsyncConsumer] = {}
         self._publishers: dict[int, AsyncPublisher] = {}
@@ -378,6 +376,15 @@ class AsyncConnection:
         self._collectors: dict[str, AckCollector] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The adapter's verb table; read live, as a transport may refine it on connect."""
+        return self._transport.capabilities
+
+    @property
+    def broker(self) -> str:
+        return self._transport.capabilities.broker
 
     def __repr__(self) -> str:
         return f"<ackbridge.AsyncConnection {self.url.redacted}>"

@@ -16,7 +16,7 @@ from typing import Any
 
 from ackbridge import labels as labels_mod
 from ackbridge._base import DeliveryBase, prepare_publish
-from ackbridge.capabilities import Verb
+from ackbridge.capabilities import Capabilities, Verb
 from ackbridge.errors import AckbridgeError, InvalidLabelError
 from ackbridge.labels import AckCollector, AggregatedAcks, LabelAck, check_request
 from ackbridge.messages import ConfirmOutcome, InboundMessage, WireSettle, WireVerb, unknown
@@ -428,8 +428,6 @@ class Connection:
         self.url = url
         self._options = dict(options)
         self._transport = transport_type(url, transport_options, self)
-        self.capabilities = self._transport.capabilities
-        self.broker = self.capabilities.broker
         self._lock = threading.Lock()
         self._seq = itertools.count(1)
         self._consumers: dict[str, Consumer] = {}
@@ -439,6 +437,15 @@ class Connection:
         self._collect_cond = threading.Condition()
         self._collectors: dict[str, AckCollector] = {}
         self._closed = False
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The adapter's verb table; read live, as a transport may refine it on connect."""
+        return self._transport.capabilities
+
+    @property
+    def broker(self) -> str:
+        return self._transport.capabilities.broker
 
     def __repr__(self) -> str:
         return f"<ackbridge.Connection {self.url.redacted}>"

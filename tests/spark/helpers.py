@@ -8,9 +8,11 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 import ackbridge
 from ackbridge.plugins import registry
@@ -205,3 +207,48 @@ def scoreboard(broker: str, fault: str, confirmed: list[str], delivered: list[st
     }
     print("SCOREBOARD", row)
     return row
+
+
+class HarnessBroker(Broker):
+    """A broker seen through a plugin's conformance harness (MQTT, AMQP 1.0)."""
+
+    def __init__(self, name: str, harness: Any) -> None:
+        self.name = name
+        self.harness = harness
+
+    def url(self) -> str:
+        return str(self.harness.url(**self.harness.connect_options()))
+
+    def new_queue(self) -> str:
+        return str(self.harness.new_queue(dead_letter=False))
+
+    def counts(self, queue: str) -> tuple[int, int]:
+        return int(self.harness.ready(queue)), int(self.harness.unacked(queue))
+
+    def publish(self, queue: str, n: int, *, prefix: str = "m", **kwargs: Any) -> list[str]:
+        return super().publish(self.harness.publish_target(queue), n, prefix=prefix, **kwargs)
+
+    def close(self) -> None:
+        self.harness.cleanup()
+
+
+@pytest.fixture(params=[pytest.param("mqtt-5", marks=pytest.mark.mqtt),
+                        pytest.param("amqp10", marks=pytest.mark.amqp10)])
+def harness_broker(request: pytest.FixtureRequest) -> Iterator[Broker]:
+    """MQTT 5 and AMQP 1.0 as Spark test brokers, through their plugins' harnesses."""
+    from tests.conftest import require_port
+
+    if request.param == "mqtt-5":
+        require_port(1883, "Mosquitto")
+        from tests.mqtt.harness import MqttHarness
+
+        b = HarnessBroker("mqtt-5", MqttHarness("5"))
+    else:
+        require_port(5672, "RabbitMQ (AMQP 1.0)")
+        from tests.amqp10.harness import Amqp10Harness
+
+        b = HarnessBroker("amqp10", Amqp10Harness())
+    try:
+        yield b
+    finally:
+        b.close()

@@ -28,7 +28,8 @@ def run_cell(entry: BrokerEntry, fault: str, n: int) -> ScoreRow:
         return failed_row(entry.name, "consumer", fault, f"broker unavailable: {redact(str(exc))[:120]}")
     try:
         proxied = entry.proxied(harness) if entry.proxied else None
-        history = Cell(harness, fault, n, proxied_url=proxied, online_consumer=entry.online_consumer).run()
+        history = Cell(harness, fault, n, proxied_url=proxied, online_consumer=entry.online_consumer,
+                       max_backlog=entry.max_backlog).run()
         return score(entry.name, "consumer", fault, history)
     except Exception as exc:
         traceback.print_exc()

@@ -46,7 +46,7 @@ _KILLED_CONSUMER = textwrap.dedent("""
 class Cell:
     def __init__(self, harness: BrokerHarness, fault: str, n: int, *, proxied_url: Callable[[int], str] | None,
                  options: dict[str, Any] | None = None, deadline_s: float = 240.0,
-                 online_consumer: bool = False) -> None:
+                 online_consumer: bool = False, max_backlog: int | None = None) -> None:
         self.harness = harness
         self.fault = fault
         self.n = n
@@ -60,7 +60,10 @@ class Cell:
         self._cut_consume = False
         # Brokers that drop what exceeds a per-session queue (Mosquitto: 1000) are
         # consumed while publishing, as a real MQTT consumer is.
-        self.online_consumer = online_consumer and fault != "consumer-sigkill"
+        self.online_consumer = online_consumer
+        # Producer-side back-pressure: never more than this many published and not yet
+        # delivered (MQTT: stay under Mosquitto's 1000 queued per session).
+        self.max_backlog = max_backlog
         self._published = threading.Event()
 
     def url(self) -> str:
@@ -82,11 +85,10 @@ class Cell:
         started = time.monotonic()
         try:
             if self.online_consumer:
-                consumer = threading.Thread(target=self._consume, name="scoreboard-consumer")
-                consumer.start()
-                self._publish()
-                self._published.set()
-                consumer.join(timeout=max(self.deadline - time.monotonic(), 0) + 30)
+                publisher = threading.Thread(target=self._publish_all, name="scoreboard-publisher")
+                publisher.start()
+                self._consume()
+                publisher.join(timeout=max(self.deadline - time.monotonic(), 0) + 30)
             else:
                 self._publish()
                 self._published.set()
@@ -97,6 +99,19 @@ class Cell:
         self.history.elapsed_s = time.monotonic() - started
         self._read_dead_letters()
         return self.history
+
+    def _publish_all(self) -> None:
+        try:
+            self._publish()
+        finally:
+            self._published.set()
+
+    def _wait_for_backlog_room(self) -> None:
+        if self.max_backlog is None:
+            return
+        while (len(self.history.attempted) - len(self.history.delivered) >= self.max_backlog
+               and time.monotonic() < self.deadline):
+            time.sleep(0.01)
 
     def _publish(self) -> None:
         h = self.history
@@ -111,6 +126,7 @@ class Cell:
             try:
                 publisher = conn.publisher(window=200)
                 for message_id in pending:
+                    self._wait_for_backlog_room()
                     h.attempted.add(message_id)
                     confirms.append(publisher.publish(self.harness.publish_target(self.queue), message_id.encode(),
                                                       message_id=message_id))

@@ -18,6 +18,8 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
 def main() -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     from pyspark.sql import SparkSession
 
     import ackbridge_spark
@@ -31,8 +33,10 @@ def main() -> None:
     ackbridge_spark.register(spark)
 
     def sink(df, batch_id: int) -> None:  # type: ignore[no-untyped-def]
-        df.select("message_id", "redelivered").toPandas().to_parquet(
-            os.path.join(out, f"batch-{batch_id:05d}-{uuid.uuid4().hex[:8]}.parquet"))
+        rows = df.select("message_id", "redelivered").collect()
+        table = pa.table({"message_id": [r["message_id"] for r in rows],
+                          "redelivered": [r["redelivered"] for r in rows]})
+        pq.write_table(table, os.path.join(out, f"batch-{batch_id:05d}-{uuid.uuid4().hex[:8]}.parquet"))
         if batch_id == block:
             with open(marker, "w") as fh:
                 fh.write(str(os.getpid()))

@@ -52,6 +52,19 @@ def check_body(body: object) -> bytes:
     raise InvalidOptionError(f"message body must be bytes, not {type(body).__name__} (encode it first)")
 
 
+def next_flush_wait(oldest_deadline: float, end: float | None, now: float) -> float | None:
+    """How long flush() waits for the next confirm: None once *end* has passed,
+    0.0 when the oldest pending confirm must expire (as unknown) now."""
+    if end is not None and now >= end:
+        return None
+    if oldest_deadline <= now:
+        return 0.0
+    left = oldest_deadline - now
+    if end is not None:
+        left = min(left, end - now)
+    return min(left, 1.0)
+
+
 @dataclass(frozen=True)
 class PreparedPublish:
     message: OutboundMessage

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 from ackbridge import labels as labels_mod
-from ackbridge._base import DeliveryBase, prepare_publish
+from ackbridge._base import DeliveryBase, next_flush_wait, prepare_publish
 from ackbridge.capabilities import Capabilities, Verb
 from ackbridge.client import _consumer_options, _needs_inbox, _publisher_options, _reply_for
 from ackbridge.errors import AckbridgeError, InvalidLabelError
@@ -340,19 +340,15 @@ class AsyncPublisher:
     async def flush(self, timeout: float | None = None) -> bool:
         end = None if timeout is None else time.monotonic() + timeout
         while self._pending:
-            now = time.monotonic()
-            if end is not None and now >= end:
+            wait = next_flush_wait(next(iter(self._pending.values()))._deadline, end, time.monotonic())
+            if wait is None:
                 return False
-            oldest = next(iter(self._pending.values()))
-            if oldest._deadline <= now:
+            if wait == 0.0:
                 self._expire()
                 continue
-            left = oldest._deadline - now
-            if end is not None:
-                left = min(left, end - now)
             self._changed.clear()
             try:
-                await asyncio.wait_for(self._changed.wait(), min(left, 1.0))
+                await asyncio.wait_for(self._changed.wait(), wait)
             except TimeoutError:
                 pass
         return True

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ackbridge import labels as labels_mod
-from ackbridge._base import DeliveryBase, prepare_publish
+from ackbridge._base import DeliveryBase, next_flush_wait, prepare_publish
 from ackbridge.capabilities import Capabilities, Verb
 from ackbridge.errors import AckbridgeError, InvalidLabelError
 from ackbridge.labels import AckCollector, AggregatedAcks, LabelAck, check_request
@@ -400,17 +400,13 @@ class Publisher:
             self._waiters += 1
             try:
                 while self._pending:
-                    now = time.monotonic()
-                    if end is not None and now >= end:
+                    wait = next_flush_wait(next(iter(self._pending.values()))._deadline, end, time.monotonic())
+                    if wait is None:
                         return False
-                    oldest = next(iter(self._pending.values()))
-                    if oldest._deadline <= now:
+                    if wait == 0.0:
                         self._expire_locked()
                         continue
-                    left = oldest._deadline - now
-                    if end is not None:
-                        left = min(left, end - now)
-                    self._cond.wait(min(left, 1.0))
+                    self._cond.wait(wait)
             finally:
                 self._waiters -= 1
         return True

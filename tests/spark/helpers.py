@@ -6,9 +6,8 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 
 import ackbridge
 from ackbridge.plugins import registry
+from ackbridge.testing import eventually  # noqa: F401  (re-exported for the Spark tests)
 
 VENV_PYTHON = str(Path(sys.executable))
 os.environ["PYSPARK_PYTHON"] = VENV_PYTHON
@@ -24,19 +24,6 @@ os.environ["PYSPARK_DRIVER_PYTHON"] = VENV_PYTHON
 HAVE_JAVA = shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))
 
 RABBIT_URL = "amqp://guest:guest@127.0.0.1:5672/"
-
-
-def eventually(predicate: Callable[[], Any], timeout: float = 60.0, interval: float = 0.1,
-               message: str = "condition") -> Any:
-    """Poll *predicate* until truthy or *timeout* passes (no fixed sleeps)."""
-    end = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < end:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"{message} not reached within {timeout} s (last value: {last!r})")
 
 
 class Broker:

@@ -58,6 +58,11 @@ def write_report(rows: list[ScoreRow], n: int) -> None:
     text = (f"# Reliability scoreboard\n\nGenerated {when} by `python -m tests.scoreboard.run` on {machine}; "
             f"{n} unique ids per cell. Method: docs/reliability.md.\n\n" + markdown(rows))
     (DOCS / "scoreboard.md").write_text(text)
+    plot([(f"{r.broker} / {r.fault}", r.lost, r.duplicated) for r in rows], n)
+
+
+def plot(cells: list[tuple[str, int, int]], n: int) -> None:
+    """Horizontal bars: LOST (must be 0) and duplicated per cell."""
     try:
         import matplotlib
 
@@ -65,16 +70,29 @@ def write_report(rows: list[ScoreRow], n: int) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    labels = [f"{r.broker}\n{r.fault}" for r in rows]
-    fig, ax = plt.subplots(figsize=(max(6, len(rows) * 0.9), 4))
-    ax.bar(labels, [r.duplicated for r in rows], label="duplicated", color="#f0a030")
-    ax.bar(labels, [r.lost for r in rows], bottom=[r.duplicated for r in rows], label="LOST", color="#d03030")
-    ax.set_ylabel("messages")
-    ax.set_title(f"lost (must be 0) and duplicated per cell, {n} ids each")
-    ax.legend()
-    plt.xticks(rotation=45, ha="right", fontsize=7)
+    labels = [c[0] for c in cells][::-1]
+    fig, ax = plt.subplots(figsize=(9, 0.28 * len(cells) + 1.5))
+    ax.barh(labels, [c[2] for c in cells][::-1], color="#f0a030", label="duplicated (allowed, bounded)")
+    ax.barh(labels, [c[1] for c in cells][::-1], left=[c[2] for c in cells][::-1], color="#d03030",
+            label="LOST (must be 0)")
+    ax.set_xlabel(f"messages (of {n} ids per cell)")
+    ax.set_title("ackbridge reliability scoreboard: lost and duplicated per cell")
+    ax.tick_params(axis="y", labelsize=7)
+    ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(DOCS / "scoreboard.png", dpi=110)
+
+
+def replot() -> None:
+    """Redraw docs/scoreboard.png from the table in docs/scoreboard.md."""
+    text = (DOCS / "scoreboard.md").read_text()
+    n = int(text.split(" unique ids per cell")[0].rsplit(" ", 1)[1])
+    cells = []
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.strip("|").split("|")]
+        if len(parts) == len(ScoreRow.HEADERS) and parts[0] not in {"broker", "---"} and parts[8].isdigit():
+            cells.append((f"{parts[0]} / {parts[2]}", int(parts[8]), int(parts[10])))
+    plot(cells, n)
 
 
 def main() -> int:
@@ -83,7 +101,11 @@ def main() -> int:
     parser.add_argument("--brokers", nargs="*")
     parser.add_argument("--faults", nargs="*")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--replot", action="store_true", help="redraw the PNG from docs/scoreboard.md")
     args = parser.parse_args()
+    if args.replot:
+        replot()
+        return 0
     rows = run_matrix(args.n, args.brokers, args.faults)
     if not args.no_write:
         write_report(rows, args.n)

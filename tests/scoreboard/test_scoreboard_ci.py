@@ -13,6 +13,9 @@ from tests.scoreboard.brokers import BROKERS, CI_FAULTS
 from tests.scoreboard.checker import markdown
 from tests.scoreboard.run import run_cell
 
+#: The workload's consumer prefetch (50) plus its publisher window (200).
+IN_FLIGHT_BOUND = 50 + 200
+
 MARKS = {"mqtt": pytest.mark.mqtt, "rabbitmq": pytest.mark.rabbitmq, "amqp10": pytest.mark.amqp10}
 PORTS = {"mqtt": (1883, "Mosquitto"), "rabbitmq": (5672, "RabbitMQ"), "amqp10": (5672, "RabbitMQ (AMQP 1.0)")}
 
@@ -35,3 +38,5 @@ def test_cell_loses_nothing(entry: object, fault: str) -> None:
     assert row.lost == 0, markdown([row])
     assert row.unexpected == 0, markdown([row])
     assert row.delivered >= row.confirmed - int(row.dead_lettered.split("/")[0]), markdown([row])
+    # At-least-once duplicates stay within what was in flight when each fault hit.
+    assert row.duplicated <= IN_FLIGHT_BOUND * max(1, row.injections), markdown([row])

@@ -201,13 +201,16 @@ class Ledger:
         return ops
 
     def _release_ordered_prefix(self) -> list[WireSettle]:
-        ops: list[WireSettle] = []
-        for record in list(self._outstanding.values()):
+        # Walk only the decided prefix (stops at the first pending delivery), so a
+        # settle costs O(released), not O(window).
+        released: list[Record] = []
+        for record in self._outstanding.values():
             if record.state is State.PENDING:
                 break
+            released.append(record)
+        for record in released:
             del self._outstanding[record.seq]
-            ops.append(self._op(record))
-        return ops
+        return [self._op(record) for record in released]
 
     def _op(self, record: Record, *, multiple: bool = False) -> WireSettle:
         message = record.message

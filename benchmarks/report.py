@@ -41,6 +41,8 @@ def ratios(title: str, out: str) -> list[tuple[str, float]]:
     lines = out.splitlines()
     header_has_ratio = any("ratio" in line.lower() and not _FLOAT.search(line) for line in lines)
     for line in lines:
+        if line.lower().startswith(("machine", "messages=", "raw drain:")) or "target" in line.lower():
+            continue  # descriptions and verdicts, not measurements
         floats = [float(f) for f in _FLOAT.findall(line)]
         is_ratio_line = "ratio" in line.lower() or (header_has_ratio and floats)
         if is_ratio_line and floats and floats[-1] <= 5:
@@ -92,7 +94,17 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", nargs="*")
+    parser.add_argument("--replot", action="store_true", help="redraw the PNG from docs/benchmarks.md")
     args = parser.parse_args()
+    if args.replot:
+        text = (DOCS / "benchmarks.md").read_text()
+        points = []
+        for part in text.split("\n## ")[1:]:
+            title = part.splitlines()[0]
+            if "```" in part:
+                points += ratios(title, part.split("```")[1])
+        plot(points)
+        return 0
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                PYTHONPATH=str(ROOT))
     sections = []

@@ -26,6 +26,7 @@ Contract, in short:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
@@ -126,3 +127,36 @@ class Transport:
 
 
 SYNC_METHODS = ("open", "close", "declare_queue", "subscribe", "unsubscribe", "settle", "publish", "open_reply_inbox")
+
+
+class ThreadedAsyncSide(Transport):
+    """The async side for a transport whose sync side already runs its I/O on its
+    own thread(s): steps that wait for the broker run in a worker thread, and
+    ``settle``/``publish``, which only hand work to that I/O thread, are called
+    directly. Subclasses override any step they can await natively."""
+
+    supports_async: ClassVar[bool] = True
+
+    async def open_async(self) -> None:
+        await asyncio.to_thread(self.open)
+
+    async def close_async(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    async def declare_queue_async(self, name: str, *, dead_letter: bool = True) -> None:
+        await asyncio.to_thread(self.declare_queue, name, dead_letter=dead_letter)
+
+    async def subscribe_async(self, subscription: str, source: str, *, prefetch: int) -> None:
+        await asyncio.to_thread(self.subscribe, subscription, source, prefetch=prefetch)
+
+    async def unsubscribe_async(self, subscription: str) -> None:
+        await asyncio.to_thread(self.unsubscribe, subscription)
+
+    async def settle_async(self, ops: Sequence[WireSettle]) -> None:
+        self.settle(ops)
+
+    async def publish_async(self, seq: int, destination: str, message: OutboundMessage) -> None:
+        self.publish(seq, destination, message)
+
+    async def open_reply_inbox_async(self) -> str:
+        return await asyncio.to_thread(self.open_reply_inbox)

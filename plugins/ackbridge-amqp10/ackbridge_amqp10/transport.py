@@ -46,7 +46,7 @@ from ackbridge.errors import (
 )
 from ackbridge.messages import CONFIRMED, OutboundMessage, WireSettle, WireVerb, refused, unknown
 from ackbridge.options import OptionSpec, positive_int
-from ackbridge.transport import Transport, TransportEvents
+from ackbridge.transport import ThreadedAsyncSide, TransportEvents
 from ackbridge.urls import BrokerURL, redact
 from ackbridge_amqp10 import codec
 from ackbridge_amqp10.capabilities import RABBITMQ, for_peer
@@ -143,7 +143,7 @@ class _Retry(Handler):
         self._fn()
 
 
-class Amqp10Transport(Transport):
+class Amqp10Transport(ThreadedAsyncSide):
     capabilities = RABBITMQ
     option_specs = OPTIONS
     supports_sync = True
@@ -780,12 +780,6 @@ class Amqp10Transport(Transport):
             raise ConnectionLostError(f"{self.url.redacted}: no answer from the broker to {what} "
                                       f"within {timeout} s") from None
 
-    async def open_async(self) -> None:
-        await asyncio.to_thread(self.open)
-
-    async def close_async(self) -> None:
-        await asyncio.to_thread(self.close)
-
     async def declare_queue_async(self, name: str, *, dead_letter: bool = True) -> None:
         if dead_letter:
             self.declare_queue(name, dead_letter=True)  # raises UnsupportedVerbError
@@ -795,15 +789,6 @@ class Amqp10Transport(Transport):
     async def subscribe_async(self, subscription: str, source: str, *, prefetch: int) -> None:
         await self._await(self._call(lambda f: self._subscribe(subscription, source, prefetch, f)),
                           f"the attach of {source!r}")
-
-    async def unsubscribe_async(self, subscription: str) -> None:
-        await asyncio.to_thread(self.unsubscribe, subscription)
-
-    async def settle_async(self, ops: Sequence[WireSettle]) -> None:
-        self.settle(ops)
-
-    async def publish_async(self, seq: int, destination: str, message: OutboundMessage) -> None:
-        self.publish(seq, destination, message)
 
     async def open_reply_inbox_async(self) -> str:
         return await self._await(self._call(self._open_inbox), "the attach of the reply inbox")

@@ -96,7 +96,7 @@ class Store:
             self._db.close()
             self._publish_db.close()
 
-    def _write(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Cursor:
+    def _write(self, sql: str, params: Iterable[Any] = ()) -> _Done:
         # BEGIN IMMEDIATE takes the write lock up front, so two processes never
         # lease the same row; busy_timeout makes the other one wait.
         with self._lock:
@@ -108,7 +108,7 @@ class Store:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-        return _Done(cur.rowcount, rows)  # type: ignore[return-value]
+        return _Done(cur.rowcount, rows)
 
     # ---- queues ---------------------------------------------------------------
     def declare(self, queue: str, dead_letter: bool) -> None:

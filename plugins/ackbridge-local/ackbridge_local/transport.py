@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 import threading
@@ -23,7 +22,7 @@ from ackbridge.messages import (
     unknown,
 )
 from ackbridge.options import OptionSpec, positive_int
-from ackbridge.transport import Transport, TransportEvents
+from ackbridge.transport import ThreadedAsyncSide, TransportEvents
 from ackbridge.urls import BrokerURL
 from ackbridge_local import codec
 from ackbridge_local.store import Row, Store, dead_letter_queue
@@ -64,7 +63,7 @@ class _Subscription:
         self.thread: threading.Thread | None = None
 
 
-class LocalTransport(Transport):
+class LocalTransport(ThreadedAsyncSide):
     capabilities = CAPABILITIES
     option_specs = OPTIONS
     supports_sync = True
@@ -304,31 +303,6 @@ class LocalTransport(Transport):
                 self.events.reply(_inbound(row, self._generation))
             idle = 0.001 if rows else min(idle * 2, self._poll_s)
             self._closing.wait(idle)
-
-    # ---- async side: the same operations (SQLite calls are short) ------------------------
-    async def open_async(self) -> None:
-        await asyncio.to_thread(self.open)
-
-    async def close_async(self) -> None:
-        await asyncio.to_thread(self.close)
-
-    async def declare_queue_async(self, name: str, *, dead_letter: bool = True) -> None:
-        self.declare_queue(name, dead_letter=dead_letter)
-
-    async def subscribe_async(self, subscription: str, source: str, *, prefetch: int) -> None:
-        self.subscribe(subscription, source, prefetch=prefetch)
-
-    async def unsubscribe_async(self, subscription: str) -> None:
-        await asyncio.to_thread(self.unsubscribe, subscription)
-
-    async def settle_async(self, ops: Sequence[WireSettle]) -> None:
-        self.settle(ops)
-
-    async def publish_async(self, seq: int, destination: str, message: OutboundMessage) -> None:
-        self.publish(seq, destination, message)
-
-    async def open_reply_inbox_async(self) -> str:
-        return self.open_reply_inbox()
 
 
 def _inbound(row: Row, generation: int) -> InboundMessage:

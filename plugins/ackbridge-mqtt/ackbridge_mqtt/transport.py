@@ -16,7 +16,6 @@ answers, and taking it in ``settle`` keeps a PUBACK from crossing a reconnect
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import hashlib
 import itertools
@@ -55,7 +54,7 @@ from ackbridge.messages import (
     unknown,
 )
 from ackbridge.options import OptionSpec, positive_int
-from ackbridge.transport import Transport, TransportEvents
+from ackbridge.transport import ThreadedAsyncSide, TransportEvents
 from ackbridge.urls import BrokerURL
 from ackbridge_mqtt import codec
 from ackbridge_mqtt.capabilities import CAPABILITIES_V5, CAPABILITIES_V311
@@ -381,7 +380,7 @@ class _Link:
         return info.mid
 
 
-class MqttTransport(Transport):
+class MqttTransport(ThreadedAsyncSide):
     option_specs = OPTIONS
     supports_sync = True
     supports_async = True
@@ -604,29 +603,3 @@ class MqttTransport(Transport):
         with self._lock:
             self._inbox = inbox
         return inbox
-
-    # ---- async side: paho is thread-based; blocking steps run in a worker thread ----------
-    async def open_async(self) -> None:
-        await asyncio.to_thread(self.open)
-
-    async def close_async(self) -> None:
-        await asyncio.to_thread(self.close)
-
-    async def declare_queue_async(self, name: str, *, dead_letter: bool = True) -> None:
-        await asyncio.to_thread(self.declare_queue, name, dead_letter=dead_letter)
-
-    async def subscribe_async(self, subscription: str, source: str, *, prefetch: int) -> None:
-        await asyncio.to_thread(self.subscribe, subscription, source, prefetch=prefetch)
-
-    async def unsubscribe_async(self, subscription: str) -> None:
-        await asyncio.to_thread(self.unsubscribe, subscription)
-
-    async def settle_async(self, ops: Sequence[WireSettle]) -> None:
-        # Non-blocking: only queues packets for paho's thread.
-        self.settle(ops)
-
-    async def publish_async(self, seq: int, destination: str, message: OutboundMessage) -> None:
-        self.publish(seq, destination, message)
-
-    async def open_reply_inbox_async(self) -> str:
-        return await asyncio.to_thread(self.open_reply_inbox)

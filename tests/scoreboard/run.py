@@ -95,6 +95,38 @@ def replot() -> None:
     plot(cells, n)
 
 
+SPARK_TESTS = "fails_once or sigkilled or connection_cut or available_now"
+
+
+def run_spark_rows() -> list[dict[str, object]]:
+    """Run the Spark fault tests (source role) and collect the rows they compute."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    root = Path(__file__).resolve().parents[2]
+    with tempfile.NamedTemporaryFile("r", suffix=".jsonl", delete=False) as out:
+        path = out.name
+    env = dict(os.environ, ACKBRIDGE_SCOREBOARD_ROWS=path, PYSPARK_PYTHON=sys.executable,
+               PYSPARK_DRIVER_PYTHON=sys.executable)
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/spark",
+                    "-k", SPARK_TESTS], cwd=root, env=env, check=False, timeout=3600)
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def spark_markdown(rows: list[dict[str, object]]) -> str:
+    columns = ["broker", "fault", "confirmed", "delivered", "LOST", "UNEXPECTED", "duplicated"]
+    extra = sorted({k for r in rows for k in r} - set(columns))
+    header = columns + extra + ["result"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        ok = r.get("LOST") == 0 and r.get("UNEXPECTED") == 0
+        lines.append("| " + " | ".join(str(r.get(c, "-")) for c in columns + extra) + f" | {'ok' if ok else 'FAIL'} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=2000)
@@ -102,14 +134,29 @@ def main() -> int:
     parser.add_argument("--faults", nargs="*")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--replot", action="store_true", help="redraw the PNG from docs/scoreboard.md")
+    parser.add_argument("--spark", action="store_true",
+                        help="also run the Spark fault tests and add their rows (role: Spark source)")
+    parser.add_argument("--spark-only", action="store_true",
+                        help="only (re)write the Spark section of docs/scoreboard.md")
     args = parser.parse_args()
     if args.replot:
         replot()
         return 0
-    rows = run_matrix(args.n, args.brokers, args.faults)
+    rows = [] if args.spark_only else run_matrix(args.n, args.brokers, args.faults)
+    spark_rows = run_spark_rows() if args.spark or args.spark_only else []
     if not args.no_write:
-        write_report(rows, args.n)
-    return 0 if all(r.passed for r in rows) else 1
+        if args.spark_only:
+            text = (DOCS / "scoreboard.md").read_text()
+            (DOCS / "scoreboard.md").write_text(text.split("\n## Spark source")[0].rstrip() + "\n")
+        else:
+            write_report(rows, args.n)
+        if spark_rows:
+            with open(DOCS / "scoreboard.md", "a", encoding="utf-8") as fh:
+                fh.write("\n## Spark source (settle after commit)\n\nFrom the fault tests in `tests/spark/` "
+                         "(query driven by Spark, faults injected by the test; 30-150 ids per row).\n\n"
+                         + spark_markdown(spark_rows))
+    spark_ok = all(r.get("LOST") == 0 and r.get("UNEXPECTED") == 0 for r in spark_rows)
+    return 0 if all(r.passed for r in rows) and spark_ok else 1
 
 
 if __name__ == "__main__":

@@ -88,6 +88,17 @@ def raw_pika_drain(queue: str, n: int, prefetch: int) -> float:
     return n / elapsed
 
 
+def delete_rabbit_queues(*queues: str) -> None:
+    """Leave the shared broker as we found it (queues, their .dlq and .dlx)."""
+    for queue in queues:
+        for kind, name in (("queue", queue), ("queue", f"{queue}.dlq"), ("exchange", f"{queue}.dlx")):
+            subprocess.run(["rabbitmqctl", "-q", f"delete_{kind}" if kind == "queue" else "eval",
+                            *([name] if kind == "queue" else
+                              [f'rabbit_exchange:delete(rabbit_misc:r(<<"/">>, exchange, <<"{name}">>), false, '
+                               '<<"ackbridge-bench">>).'])],
+                           capture_output=True, timeout=60, check=False)
+
+
 def rabbit_counts(queue: str) -> tuple[int, int]:
     out = subprocess.run(["rabbitmqctl", "-q", "list_queues", "name", "messages_ready", "messages_unacknowledged"],
                          capture_output=True, text=True, timeout=60).stdout
@@ -190,6 +201,8 @@ def main() -> None:
             raw = raw_drain(url, raw_q, args.messages, prefetch=2 * args.batch)
         e2e, lat = spark_run(spark, url, spark_q, args.messages, args.batch, work / name, counts, args.trigger)
         rows.append((name, raw, e2e, pct(lat, 0.5), pct(lat, 0.99), len(lat)))
+        if name == "rabbitmq":
+            delete_rabbit_queues(raw_q, spark_q)
     spark.stop()
     local_conn.close()
     print(f"\nmessages={args.messages} maxRecordsPerBatch={args.batch} body={BODY_BYTES} B  "

@@ -109,6 +109,7 @@ class RabbitBroker(Broker):
 
     def __init__(self) -> None:
         self._conn = ackbridge.connect(RABBIT_URL)
+        self._created: list[str] = []
 
     def url(self) -> str:
         return RABBIT_URL
@@ -116,6 +117,7 @@ class RabbitBroker(Broker):
     def new_queue(self) -> str:
         name = f"spark-{uuid.uuid4().hex[:8]}"
         self._conn.declare_queue(name)
+        self._created += [name, f"{name}.dlq"]
         return name
 
     def counts(self, queue: str) -> tuple[int, int]:
@@ -149,12 +151,18 @@ class RabbitBroker(Broker):
         from tests.rabbitmq.harness import mgmt
 
         name = f"spark-cap-{uuid.uuid4().hex[:8]}"
+        self._created.append(name)
         mgmt("PUT", f"/queues/%2F/{name}", {"durable": True, "auto_delete": False,
                                            "arguments": {"x-max-length": 9, "x-overflow": "reject-publish"}})
         return name, {}, [b"small"] * 10
 
     def close(self) -> None:
         self._conn.close()
+        from tests.rabbitmq.harness import delete_exchange, delete_queue
+
+        for name in self._created:  # leave the shared broker as we found it
+            delete_queue(name)
+            delete_exchange(f"{name}.dlx")
 
 
 def rabbit_ready() -> str | None:

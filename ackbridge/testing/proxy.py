@@ -32,6 +32,7 @@ class FaultProxy:
         self.latency_s = 0.0
         self.connections_seen = 0
         self._blackhole = False
+        self._hold_replies = False
         self._cut_after: int | None = None
         self._pairs: list[_Pair] = []
         self._loop = asyncio.new_event_loop()
@@ -57,6 +58,16 @@ class FaultProxy:
             yield
         finally:
             self.blackhole(False)
+
+    @contextlib.contextmanager
+    def held_replies(self) -> Iterator[None]:
+        """Forward the client's bytes but hold the broker's (e.g. publish confirms)
+        until the block ends; a reset inside the block drops them."""
+        self._hold_replies = True
+        try:
+            yield
+        finally:
+            self._hold_replies = False
 
     def cut_mid_frame(self, after_bytes: int = 3) -> None:
         """Forward only *after_bytes* of the next chunk (either way), then reset."""
@@ -100,17 +111,20 @@ class FaultProxy:
         pair = _Pair(writer, up_writer)
         self._pairs.append(pair)
         pair.tasks = [
-            asyncio.ensure_future(self._pump(reader, up_writer, pair)),
-            asyncio.ensure_future(self._pump(up_reader, writer, pair)),
+            asyncio.ensure_future(self._pump(reader, up_writer, pair, from_target=False)),
+            asyncio.ensure_future(self._pump(up_reader, writer, pair, from_target=True)),
         ]
 
-    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, pair: _Pair) -> None:
+    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, pair: _Pair, *,
+                    from_target: bool) -> None:
         try:
             while True:
                 data = await src.read(65536)
                 if not data:
                     break
-                while self._blackhole:
+                while self._blackhole or (from_target and self._hold_replies):
+                    if pair not in self._pairs:
+                        return  # reset while held: the held bytes are dropped
                     await asyncio.sleep(0.02)
                 if self.latency_s:
                     await asyncio.sleep(self.latency_s)

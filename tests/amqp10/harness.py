@@ -22,7 +22,7 @@ from typing import Any
 
 from ackbridge.testing import BrokerHarness
 from ackbridge.testing.harness import eventually
-from tests.amqp10.proxy import FaultProxy
+from ackbridge.testing.proxy import FaultProxy
 
 HOST = "127.0.0.1"
 AMQP_PORT = 5672
@@ -122,12 +122,12 @@ class Amqp10Harness(BrokerHarness):
     def break_connection(self, connection: Any) -> None:
         transport = connection._transport
         before = transport._live
-        self.proxy.cut()
+        self.proxy.reset()
         eventually(lambda: transport._live != before, timeout=15, message="client saw the cut")
 
     @contextlib.contextmanager
     def hold_confirms(self, connection: Any) -> Iterator[None]:
-        with self.proxy.hold():
+        with self.proxy.held_replies():
             yield
 
     def cleanup(self) -> None:

@@ -76,3 +76,15 @@ def test_cut_mid_frame_delivers_a_prefix_then_resets(echo_port: int) -> None:
             pass
         assert received in {b"", b"ab"}
         assert proxy.connections_seen == 1
+
+
+def test_held_replies_pass_requests_and_hold_answers(echo_port: int) -> None:
+    with FaultProxy(echo_port) as proxy:
+        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+        with proxy.held_replies():
+            client.sendall(b"q")  # reaches the server, which echoes it back
+            client.settimeout(0.5)
+            with pytest.raises(TimeoutError):
+                client.recv(1)
+        client.settimeout(5)
+        assert client.recv(1) == b"q"

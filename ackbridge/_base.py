@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -106,6 +107,14 @@ def prepare_publish(
         reply_to=reply_to, content_type=content_type, persistent=persistent,
     )
     return PreparedPublish(message, custom, labels)
+
+
+def drop_older_than(ready: deque[Any], generation: int) -> None:
+    """Remove buffered deliveries of generations before *generation* (the broker
+    redelivers them; their tags may name other messages now)."""
+    kept = [d for d in ready if d.generation >= generation]
+    ready.clear()
+    ready.extend(kept)
 
 
 class DeliveryBase:

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 from ackbridge import labels as labels_mod
-from ackbridge._base import DeliveryBase, next_flush_wait, prepare_publish
+from ackbridge._base import DeliveryBase, drop_older_than, next_flush_wait, prepare_publish
 from ackbridge.capabilities import Capabilities, Verb
 from ackbridge.client import _consumer_options, _needs_inbox, _publisher_options, _reply_for
 from ackbridge.errors import AckbridgeError, InvalidLabelError
@@ -126,18 +126,15 @@ class AsyncDelivery(DeliveryBase):
 
 class AsyncConsumer:
     def __init__(self, connection: AsyncConnection, subscription: str, source: str, ledger: Ledger,
-                 max_deliveries: int | None, conflate_ms: float) -> None:
+                 conflate_ms: float) -> None:
         self._connection = connection
         self.subscription = subscription
         self.source = source
         self._ledger = ledger
-        self._max_deliveries = max_deliveries
         self._ready: deque[AsyncDelivery] = deque()
         self._arrived = asyncio.Event()
         self._send_lock = asyncio.Lock()
         self._closed = False
-        self.dead_lettered_by_policy = 0
-        self._generation = 0
         self._timer: asyncio.Task[None] | None = None
         if conflate_ms > 0:
             self._timer = asyncio.get_running_loop().create_task(self._flush_on_time())
@@ -213,21 +210,15 @@ class AsyncConsumer:
     def _on_message(self, message: InboundMessage) -> None:
         if self._closed:
             return
-        record = self._ledger.admit(message)
-        if record is None:
+        admission = self._ledger.receive(message)
+        if admission.new_generation:
+            # It may arrive before generation_ended does.
+            drop_older_than(self._ready, message.generation)
+        if admission.reject:
+            self._connection._spawn(self._send_locked(admission.reject))
+        if admission.record is None:
             return
-        if message.generation > self._generation:
-            # A new generation may arrive before generation_ended does: drop what
-            # is still buffered from the old one (the broker redelivers it).
-            self._drop_older_than(message.generation)
-            self._generation = message.generation
-        count = message.delivery_count
-        if self._max_deliveries is not None and count is not None and count > self._max_deliveries:
-            self.dead_lettered_by_policy += 1
-            ops = self._ledger.settle(record, WireVerb.REJECT)
-            self._connection._spawn(self._send_locked(ops))
-            return
-        self._ready.append(AsyncDelivery(record, self._connection.broker, self))
+        self._ready.append(AsyncDelivery(admission.record, self._connection.broker, self))
         self._arrived.set()
 
     async def _send_locked(self, ops: list[WireSettle]) -> None:
@@ -236,12 +227,12 @@ class AsyncConsumer:
 
     def _on_generation_end(self, generation: int) -> None:
         self._ledger.generation_ended(generation)
-        self._drop_older_than(generation + 1)
+        drop_older_than(self._ready, generation + 1)
 
-    def _drop_older_than(self, generation: int) -> None:
-        kept = [d for d in self._ready if d.generation >= generation]
-        self._ready.clear()
-        self._ready.extend(kept)
+    @property
+    def dead_lettered_by_policy(self) -> int:
+        """Poison messages dead-lettered by ``max_deliveries`` instead of handed out."""
+        return self._ledger.dead_lettered_by_policy
 
     async def _flush_on_time(self) -> None:
         while not self._closed:
@@ -416,8 +407,8 @@ class AsyncConnection:
             self.capabilities.require(Verb.REJECT)
         subscription = f"sub-{uuid.uuid4().hex[:12]}"
         ledger = Ledger(subscription, self.capabilities, conflate_count=opts["conflate_count"],
-                        conflate_ms=opts["conflate_ms"])
-        consumer = AsyncConsumer(self, subscription, source, ledger, opts["max_deliveries"], opts["conflate_ms"])
+                        conflate_ms=opts["conflate_ms"], max_deliveries=opts["max_deliveries"])
+        consumer = AsyncConsumer(self, subscription, source, ledger, opts["conflate_ms"])
         self._consumers[subscription] = consumer
         await self._transport.subscribe_async(subscription, source, prefetch=opts["prefetch"])
         return consumer

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ackbridge import labels as labels_mod
-from ackbridge._base import DeliveryBase, next_flush_wait, prepare_publish
+from ackbridge._base import DeliveryBase, drop_older_than, next_flush_wait, prepare_publish
 from ackbridge.capabilities import Capabilities, Verb
 from ackbridge.errors import AckbridgeError, InvalidLabelError
 from ackbridge.labels import AckCollector, AggregatedAcks, LabelAck, check_request
@@ -141,19 +141,16 @@ class Consumer:
     """Deliveries from one source. Iterate it, or call :meth:`get`."""
 
     def __init__(self, connection: Connection, subscription: str, source: str, ledger: Ledger,
-                 max_deliveries: int | None, conflate_ms: float) -> None:
+                 conflate_ms: float) -> None:
         self._connection = connection
         self.subscription = subscription
         self.source = source
         self._ledger = ledger
-        self._max_deliveries = max_deliveries
         self._lock = threading.RLock()
         self._ready: deque[Delivery] = deque()
         self._cond = threading.Condition(self._lock)
         self._getters = 0
         self._closed = False
-        self.dead_lettered_by_policy = 0
-        self._generation = 0
         self._timer: threading.Thread | None = None
         if conflate_ms > 0:
             self._timer = threading.Thread(target=self._flush_on_time, name=f"ackbridge-flush-{subscription}",
@@ -245,33 +242,26 @@ class Consumer:
         with self._lock:
             if self._closed:
                 return
-            record = self._ledger.admit(message)
-            if record is None:
+            admission = self._ledger.receive(message)
+            if admission.new_generation:
+                # It may arrive before generation_ended does.
+                drop_older_than(self._ready, message.generation)
+            self._send(admission.reject)
+            if admission.record is None:
                 return
-            if message.generation > self._generation:
-                # A new generation may arrive before generation_ended does: drop what
-                # is still buffered from the old one (the broker redelivers it).
-                self._drop_older_than(message.generation)
-                self._generation = message.generation
-            count = message.delivery_count
-            if self._max_deliveries is not None and count is not None and count > self._max_deliveries:
-                # Poison message: dead-letter instead of handing it out again.
-                self.dead_lettered_by_policy += 1
-                self._send(self._ledger.settle(record, WireVerb.REJECT))
-                return
-            self._ready.append(Delivery(record, self._connection.broker, self))
+            self._ready.append(Delivery(admission.record, self._connection.broker, self))
             if self._getters:
                 self._cond.notify()
 
     def _on_generation_end(self, generation: int) -> None:
         with self._lock:
             self._ledger.generation_ended(generation)
-            self._drop_older_than(generation + 1)
+            drop_older_than(self._ready, generation + 1)
 
-    def _drop_older_than(self, generation: int) -> None:
-        kept = [d for d in self._ready if d.generation >= generation]
-        self._ready.clear()
-        self._ready.extend(kept)
+    @property
+    def dead_lettered_by_policy(self) -> int:
+        """Poison messages dead-lettered by ``max_deliveries`` instead of handed out."""
+        return self._ledger.dead_lettered_by_policy
 
     def _flush_on_time(self) -> None:
         while True:
@@ -478,8 +468,8 @@ class Connection:
             self.capabilities.require(Verb.REJECT)
         subscription = f"sub-{uuid.uuid4().hex[:12]}"
         ledger = Ledger(subscription, self.capabilities, conflate_count=opts["conflate_count"],
-                        conflate_ms=opts["conflate_ms"])
-        consumer = Consumer(self, subscription, source, ledger, opts["max_deliveries"], opts["conflate_ms"])
+                        conflate_ms=opts["conflate_ms"], max_deliveries=opts["max_deliveries"])
+        consumer = Consumer(self, subscription, source, ledger, opts["conflate_ms"])
         with self._lock:
             self._consumers[subscription] = consumer
         self._transport.subscribe(subscription, source, prefetch=opts["prefetch"])

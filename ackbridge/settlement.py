@@ -35,6 +35,18 @@ _VERB_STATE = {WireVerb.ACK: State.ACKED, WireVerb.REQUEUE: State.REQUEUED, Wire
 _STATE_VERB = {state: verb for verb, state in _VERB_STATE.items()}
 
 
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What to do with a message the transport delivered."""
+
+    #: Hand this delivery to the application (None: do not).
+    record: Record | None
+    #: Put these on the wire now (a poison message dead-lettered by policy).
+    reject: list[WireSettle]
+    #: The message opened a newer generation: drop older buffered deliveries.
+    new_generation: bool
+
+
 @dataclass(slots=True, eq=False)
 class Record:
     """One delivery's settlement state, as the ledger sees it."""
@@ -53,6 +65,7 @@ class Ledger:
         *,
         conflate_count: int = 1,
         conflate_ms: float = 0.0,
+        max_deliveries: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.subscription = subscription
@@ -63,6 +76,9 @@ class Ledger:
         self._conflate_s = conflate_ms / 1000.0
         self._conflating = conflate_count > 1 or conflate_ms > 0
         self._clock = clock
+        self._max_deliveries = max_deliveries
+        #: Poison messages this ledger dead-lettered instead of handing out.
+        self.dead_lettered_by_policy = 0
         self._generation: int | None = None
         # Records delivered on the live generation whose settlement is not on
         # the wire yet, in receive order (dicts keep insertion order).
@@ -83,6 +99,19 @@ class Ledger:
         record = Record(message, self._next_seq)
         self._outstanding[record.seq] = record
         return record
+
+    def receive(self, message: InboundMessage) -> Admission:
+        """Admit *message* and apply the poison policy (``max_deliveries``)."""
+        previous = self._generation
+        record = self.admit(message)
+        new_generation = record is not None and (previous is None or message.generation > previous)
+        if record is None:
+            return Admission(None, [], False)
+        count = message.delivery_count
+        if self._max_deliveries is not None and count is not None and count > self._max_deliveries:
+            self.dead_lettered_by_policy += 1
+            return Admission(None, self.settle(record, WireVerb.REJECT), new_generation)
+        return Admission(record, [], new_generation)
 
     def generation_ended(self, generation: int) -> None:
         # Exact match: a transport with a channel/connection per subscription ends

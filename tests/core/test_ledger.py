@@ -138,3 +138,17 @@ def test_ending_another_generation_leaves_this_ledger_alone() -> None:
     ledger.generation_ended(3)
     ledger.generation_ended(5)
     assert [op.wire_tag for op in ledger.settle(record, WireVerb.ACK)] == [1]  # type: ignore[arg-type]
+
+
+def test_receive_dead_letters_poison_and_flags_new_generations() -> None:
+    ledger = Ledger("s", caps(), max_deliveries=2)
+    fine = InboundMessage(wire_tag=1, generation=1, body=b"", source="q", delivery_count=2)
+    poison = InboundMessage(wire_tag=2, generation=1, body=b"", source="q", delivery_count=3)
+    first = ledger.receive(fine)
+    assert first.record is not None and first.reject == [] and first.new_generation
+    second = ledger.receive(poison)
+    assert second.record is None and not second.new_generation
+    assert [(op.verb, op.wire_tag) for op in second.reject] == [(WireVerb.REJECT, 2)]
+    assert ledger.dead_lettered_by_policy == 1
+    assert ledger.receive(InboundMessage(wire_tag=1, generation=2, body=b"", source="q")).new_generation
+    assert ledger.receive(InboundMessage(wire_tag=9, generation=1, body=b"", source="q")).record is None

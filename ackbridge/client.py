@@ -149,6 +149,11 @@ class Consumer:
         self._lock = threading.RLock()
         self._ready: deque[Delivery] = deque()
         self._cond = threading.Condition(self._lock)
+        # Ops leave the ledger in order under _lock, wait here, and go on the wire
+        # under _send_lock, so no thread holds _lock across transport I/O (the
+        # transport's thread needs _lock to hand over the next delivery).
+        self._outbox: deque[WireSettle] = deque()
+        self._send_lock = threading.Lock()
         self._getters = 0
         self._closed = False
         self._timer: threading.Thread | None = None
@@ -192,13 +197,14 @@ class Consumer:
         """Ack every undecided delivery received up to and including *delivery*."""
         self._connection.capabilities.require(Verb.CUMULATIVE_ACK)
         with self._lock:
-            ops = self._ledger.ack_through(delivery._record)
-            self._send(ops)
+            self._queue(self._ledger.ack_through(delivery._record))
+        self._push()
 
     def flush(self) -> None:
         """Put every conflated ack on the wire now."""
         with self._lock:
-            self._send(self._ledger.flush())
+            self._queue(self._ledger.flush())
+        self._push()
 
     @property
     def unsettled(self) -> int:
@@ -210,13 +216,14 @@ class Consumer:
         with self._cond:
             if self._closed:
                 return
-            try:
-                self._send(self._ledger.flush())
-            except AckbridgeError:
-                pass  # the connection is gone; the broker will redeliver
+            self._queue(self._ledger.flush())
             self._closed = True
             self._ready.clear()
             self._cond.notify_all()
+        try:
+            self._push()
+        except AckbridgeError:
+            pass  # the connection is gone; the broker will redeliver
         self._connection._drop_consumer(self)
 
     def __enter__(self) -> Consumer:
@@ -232,11 +239,36 @@ class Consumer:
         elif verb is WireVerb.REJECT:
             self._connection.capabilities.require(Verb.REJECT)
         with self._lock:
-            self._send(self._ledger.settle(delivery._record, verb))
+            ops = self._ledger.settle(delivery._record, verb)
+            if ops:
+                self._outbox.extend(ops)
+        if self._outbox:
+            self._push()
 
-    def _send(self, ops: list[WireSettle]) -> None:
+    def _queue(self, ops: list[WireSettle]) -> None:
+        # Called with _lock held: the outbox keeps the ledger's order.
         if ops:
-            self._connection._transport.settle(ops)
+            self._outbox.extend(ops)
+
+    def _push(self, *, wait: bool = True) -> None:
+        """Put queued ops on the wire, in order, from whichever thread gets _send_lock.
+
+        With ``wait=False`` (the transport's own thread, which must never block on
+        an application thread waiting for it) a busy sender is left to send them:
+        it re-checks the outbox after releasing the lock. A stale op raises in the
+        thread that sends it; nothing stale reaches the wire either way.
+        """
+        outbox = self._outbox
+        while outbox:
+            if not self._send_lock.acquire(blocking=wait):
+                return
+            try:
+                # Only the holder of _send_lock pops, so len() items are there to take.
+                ops = [outbox.popleft() for _ in range(len(outbox))]
+                if ops:
+                    self._connection._transport.settle(ops)
+            finally:
+                self._send_lock.release()
 
     def _on_message(self, message: InboundMessage) -> None:
         with self._lock:
@@ -246,12 +278,13 @@ class Consumer:
             if admission.new_generation:
                 # It may arrive before generation_ended does.
                 drop_older_than(self._ready, message.generation)
-            self._send(admission.reject)
-            if admission.record is None:
-                return
-            self._ready.append(Delivery(admission.record, self._connection.broker, self))
-            if self._getters:
-                self._cond.notify()
+            self._queue(admission.reject)
+            if admission.record is not None:
+                self._ready.append(Delivery(admission.record, self._connection.broker, self))
+                if self._getters:
+                    self._cond.notify()
+        if admission.reject:
+            self._push(wait=False)
 
     def _on_generation_end(self, generation: int) -> None:
         with self._lock:
@@ -276,10 +309,11 @@ class Consumer:
                 if left > 0:
                     self._cond.wait(min(left, 0.05))
                     continue
-                try:
-                    self._send(self._ledger.due())
-                except AckbridgeError:
-                    pass  # stale or lost: the broker redelivers; the next settle reports it
+                self._queue(self._ledger.due())
+            try:
+                self._push()
+            except AckbridgeError:
+                pass  # stale or lost: the broker redelivers; the next settle reports it
 
 
 class Publisher:

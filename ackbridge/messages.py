@@ -1,4 +1,10 @@
-"""Plain data that crosses the line between the core and a transport."""
+"""Plain data that crosses the line between the core and a transport.
+
+The per-message types (inbound, outbound, wire settle) are treated as
+read-only but are not ``frozen``: a frozen dataclass sets every field through
+``object.__setattr__``, which costs ~3 us per message on the hot path (a tenth
+of the whole per-message budget against a raw client). Nothing mutates them.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class InboundMessage:
     """A message as a transport received it, before the core wraps it.
 
@@ -32,7 +38,7 @@ class InboundMessage:
     delivery_count: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class OutboundMessage:
     """A message to publish. ``persistent`` asks the broker to store it durably."""
 
@@ -52,7 +58,7 @@ class WireVerb(enum.StrEnum):
     REJECT = "reject"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WireSettle:
     """One settlement the transport must put on the wire.
 

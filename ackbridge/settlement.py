@@ -232,14 +232,19 @@ class Ledger:
     def _release_ordered_prefix(self) -> list[WireSettle]:
         # Walk only the decided prefix (stops at the first pending delivery), so a
         # settle costs O(released), not O(window).
+        outstanding = self._outstanding
         released: list[Record] = []
-        for record in self._outstanding.values():
+        for record in outstanding.values():
             if record.state is State.PENDING:
                 break
             released.append(record)
+        ops: list[WireSettle] = []
         for record in released:
-            del self._outstanding[record.seq]
-        return [self._op(record) for record in released]
+            del outstanding[record.seq]
+            message = record.message
+            ops.append(WireSettle(_STATE_VERB[record.state], message.wire_tag, message.generation,
+                                  self.subscription, False, message))
+        return ops
 
     def _op(self, record: Record, *, multiple: bool = False) -> WireSettle:
         message = record.message

@@ -57,7 +57,8 @@ def from_proton(message: Message, *, wire_tag: Hashable, generation: int, source
         generation=generation,
         body=_body(message.body),
         source=source,
-        headers={str(k): v for k, v in props.items()},
+        # proton decodes binary values as memoryview: hand out bytes, as sent.
+        headers={str(k): bytes(v) if isinstance(v, (memoryview, bytearray)) else v for k, v in props.items()},
         routing_key=_text(routing_key) or _text(message.subject),
         message_id=_text(message.id),
         correlation_id=_text(message.correlation_id),

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+
+from ackbridge.errors import InvalidOptionError
 
 TYPES_KEY = "ackbridge-types"
 MESSAGE_ID_KEY = "ackbridge-message-id"
@@ -23,6 +26,21 @@ TIMESTAMP_KEY = "ackbridge-timestamp"
 ATTEMPT_KEY = "ackbridge-attempt"
 DEAD_LETTERED_FROM_KEY = "ackbridge-dead-lettered-from"
 _RESERVED = {TYPES_KEY, MESSAGE_ID_KEY, TIMESTAMP_KEY, ATTEMPT_KEY}
+#: What MQTT 5 forbids (U+0000) or lets a server refuse (control characters, non-characters,
+#: section 1.5.4) in a UTF-8 string, and Mosquitto 2.0 does refuse: it drops the connection,
+#: so every other publish in flight becomes unknown. paho sends them as given.
+_MQTT_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\ufdd0-\ufdef\ufffe\uffff]")
+
+
+def check_mqtt_text(text: str, what: str) -> str:
+    """Refuse a string an MQTT server may reject with a dropped connection."""
+    found = _MQTT_FORBIDDEN.search(text)
+    if found is None and not any((ord(ch) & 0xFFFE) == 0xFFFE for ch in text if ord(ch) > 0xFFFF):
+        return text
+    bad = found.group() if found is not None else next(ch for ch in text if (ord(ch) & 0xFFFE) == 0xFFFE)
+    raise InvalidOptionError(
+        f"{what} contains {bad!r} (U+{ord(bad):04X}), which MQTT forbids in strings (control character or "
+        "non-character); Mosquitto drops the connection on it")
 
 
 def _encode_value(value: Any) -> tuple[str, str | None]:
@@ -75,13 +93,15 @@ def publish_properties(
         if key in _RESERVED:
             continue  # ackbridge's own bookkeeping is rewritten below, never copied blindly
         text, tag = _encode_value(value)
+        check_mqtt_text(key, "header name")
+        check_mqtt_text(text, f"header {key!r}")
         pairs.append((key, text))
         if tag is not None:
             types[key] = tag
     if types:
         pairs.append((TYPES_KEY, json.dumps(types, separators=(",", ":"))))
     if message_id is not None:
-        pairs.append((MESSAGE_ID_KEY, message_id))
+        pairs.append((MESSAGE_ID_KEY, check_mqtt_text(message_id, "message_id")))
     if timestamp is not None:
         pairs.append((TIMESTAMP_KEY, repr(timestamp)))
     for key, text in (extra or {}).items():
@@ -91,9 +111,9 @@ def publish_properties(
     if correlation_id is not None:
         props.CorrelationData = correlation_id.encode("utf-8")
     if reply_to:
-        props.ResponseTopic = reply_to
+        props.ResponseTopic = check_mqtt_text(reply_to, "reply_to")
     if content_type:
-        props.ContentType = content_type
+        props.ContentType = check_mqtt_text(content_type, "content_type")
     return props
 
 

@@ -19,8 +19,27 @@ def derived_session_id(topic: str) -> str:
     return "ab-" + hashlib.sha256(topic.encode("utf-8")).hexdigest()[:20]
 
 
+def check_topic_name(topic: str) -> str:
+    """A queue is a topic NAME: non-empty, no wildcards, at most 65535 UTF-8 bytes and
+    no character MQTT forbids. paho raises on a wildcard inside its network thread (on
+    connect, so the link never comes up) and Mosquitto drops the connection on an
+    empty or control-character topic: refuse them before anything is sent."""
+    from ackbridge.errors import InvalidOptionError
+    from ackbridge_mqtt.codec import check_mqtt_text
+
+    if not isinstance(topic, str) or not topic:
+        raise InvalidOptionError(f"an MQTT topic must be a non-empty string, not {topic!r:.60}")
+    if "+" in topic or "#" in topic:
+        raise InvalidOptionError(f"MQTT topic {topic[:60]!r} contains a wildcard ('+' or '#'); a queue is one topic")
+    if len(topic.encode("utf-8", "surrogatepass")) > 65535:
+        raise InvalidOptionError(f"MQTT topic {topic[:40]!r}... is longer than 65535 bytes")
+    return check_mqtt_text(topic, f"MQTT topic {topic[:60]!r}")
+
+
 def consumer_session_id(topic: str, client_id: str | None, index: int = 0) -> str:
-    """The session id the index-th subscription of a connection uses for *topic*."""
+    """The session id the index-th subscription of a connection uses for *topic*
+    (which is checked first: every declare and subscribe passes here)."""
+    check_topic_name(topic)
     if client_id:
         return client_id if index == 0 else f"{client_id}-{index}"
     return derived_session_id(topic)

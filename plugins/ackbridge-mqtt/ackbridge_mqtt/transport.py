@@ -323,8 +323,9 @@ class _Link:
         )
         if self.role == "consumer":
             if msg.qos > 0:
-                with self.lock:
-                    self.qos_of[msg.mid] = msg.qos
+                # No lock: a dict store is atomic, and taking self.lock here would make
+                # paho's thread wait while an application thread writes a PUBACK.
+                self.qos_of[msg.mid] = msg.qos
             t.events.deliver(self.subscription, inbound)
         else:
             # Reply inbox: replies are fire-and-forget, acknowledge on receipt.
@@ -538,23 +539,30 @@ class MqttTransport(ThreadedAsyncSide):
             link.stop()
 
     def settle(self, ops: Sequence[WireSettle]) -> None:
+        first = ops[0].subscription if ops else ""
+        if all(op.subscription == first for op in ops):
+            # The per-message path: one subscription (the core settles per consumer).
+            self._settle_on(first, ops)
+            return
         by_sub: dict[str, list[WireSettle]] = {}
         for op in ops:
             by_sub.setdefault(op.subscription, []).append(op)
         for subscription, group in by_sub.items():
-            with self._lock:
-                link = self._subs.get(subscription)
-            if link is None:
+            self._settle_on(subscription, group)
+
+    def _settle_on(self, subscription: str, group: Sequence[WireSettle]) -> None:
+        # dict.get is atomic under the GIL; the link's own lock guards its state.
+        link = self._subs.get(subscription)
+        if link is None:
+            raise StaleDeliveryError(
+                f"subscription {subscription} is closed; nothing was sent and the broker will redeliver")
+        with link.lock:
+            if not link.live or any(op.generation != link.generation for op in group):
                 raise StaleDeliveryError(
-                    f"subscription {subscription} is closed; nothing was sent and the broker will redeliver")
-            with link.lock:
-                stale = [op for op in group if not link.live or op.generation != link.generation]
-                if stale:
-                    raise StaleDeliveryError(
-                        f"{len(stale)} settlement(s) from connection generation {stale[0].generation}, which "
-                        f"has ended; nothing was sent and the broker will redeliver them")
-                link.queue.extend(group)
-                link.drain()
+                    f"{len(group)} settlement(s) from connection generation {group[0].generation}, which "
+                    f"has ended (or the link is down); nothing was sent and the broker will redeliver them")
+            link.queue.extend(group)
+            link.drain()
 
     def publish(self, seq: int, destination: str, message: OutboundMessage) -> None:
         link = self._publisher()

@@ -86,8 +86,21 @@ def parse_destination(destination: str) -> tuple[str, str]:
     names that themselves contain '/')."""
     exchange, sep, key = destination.partition("/")
     if not sep:
-        return "", destination
+        exchange, key = "", destination
+    if len(destination) > 63:  # only long names can pass 255 UTF-8 bytes
+        check_name(exchange, "exchange")
+        check_name(key, "routing key")
     return exchange, key
+
+
+def check_name(name: str, what: str = "queue name") -> str:
+    """AMQP 0-9-1 names are short strings (at most 255 bytes). pika raises on a
+    longer one only inside its I/O loop, which ends the whole connection (and a
+    queued publish would end every reconnect too): refuse it up front."""
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > 255:
+        raise InvalidOptionError(f"{what} {name[:40]!r}... is {size} bytes; AMQP 0-9-1 allows at most 255")
+    return name
 
 
 # ---- connection parameters ------------------------------------------------------
@@ -132,10 +145,11 @@ def tls_context(options: Mapping[str, Any]) -> ssl.SSLContext:
 # ---- queues -----------------------------------------------------------------------
 def dead_letter_names(queue: str) -> tuple[str, str]:
     """(exchange, queue) that receive *queue*'s rejected messages."""
-    return f"{queue}.dlx", f"{queue}.dlq"
+    return check_name(f"{queue}.dlx", "dead-letter exchange name"), check_name(f"{queue}.dlq", "dead-letter queue name")
 
 
 def queue_arguments(queue: str, options: Mapping[str, Any], *, dead_letter: bool) -> dict[str, Any]:
+    check_name(queue)
     args: dict[str, Any] = {}
     if option(options, "queue_type") == "quorum":
         args["x-queue-type"] = "quorum"
@@ -153,7 +167,20 @@ def dead_letter_queue_arguments(options: Mapping[str, Any]) -> dict[str, Any]:
 
 # ---- messages ------------------------------------------------------------------------
 def property_fields(message: OutboundMessage, message_id: str) -> dict[str, Any]:
-    """Keyword arguments for pika.BasicProperties / aiormq Basic.Properties."""
+    """Keyword arguments for pika.BasicProperties / aiormq Basic.Properties.
+
+    Called before the publish is queued, so a header the wire cannot carry is an
+    InvalidOptionError for this publish alone."""
+    if message.headers:
+        for key, value in message.headers.items():
+            if isinstance(value, float):
+                # pika's table encoder has no float: it raised inside the I/O loop,
+                # after the confirm tracker had counted the publish, which shifted
+                # every later confirm onto the wrong message. aiormq could send it;
+                # both sides refuse it so they behave alike.
+                raise InvalidOptionError(
+                    f"header {key!r} holds a float, which the RabbitMQ plugin cannot send (pika has no "
+                    "float field type); send it as a string or an int")
     return {
         "headers": dict(message.headers) if message.headers else None,
         "message_id": message_id,
@@ -180,6 +207,9 @@ def inbound(*, tag: int, generation: int, body: bytes, source: str, props: Any, 
             redelivered: bool, quorum: bool) -> InboundMessage:
     """Build an InboundMessage from pika or aiormq properties (same attribute names)."""
     headers = dict(props.headers) if props.headers else {}
+    for key, value in headers.items():
+        if isinstance(value, int) and type(value) not in (int, bool):
+            headers[key] = int(value)  # pika decodes 64-bit ints as its own ``long`` subclass
     ts = props.timestamp
     if ts is not None and not isinstance(ts, (int, float)):
         ts = ts.timestamp()  # aiormq decodes timestamps to datetime

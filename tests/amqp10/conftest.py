@@ -5,15 +5,15 @@ When the broker is unreachable the tests FAIL in CI (CI=true) and skip locally.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
-import urllib.parse
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
-from tests.amqp10.harness import Amqp10Harness, create_user, delete_user
+from tests.amqp10.harness import Amqp10Harness, create_user, delete, delete_user
 from tests.conftest import IN_CI, require_port
 
 _PLUGINS = ("rabbitmq_amqp1_0", "rabbitmq_management")
@@ -69,19 +69,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def _remove_orphaned_reply_inboxes() -> Iterator[None]:
-    """RabbitMQ 3.10 keeps the queue behind each AMQP 1.0 reply inbox (a known leak,
-    docs/broker-quirks.md); delete the orphaned ones (no consumer) this session made."""
+    """RabbitMQ 3.10 never deletes an AMQP 1.0 reply inbox queue (``ackbridge.reply.<id>``,
+    declared through ``/queue/``): no AMQP 1.0 address makes it auto-delete or expire, and
+    AMQP 1.0 cannot delete a queue (docs/broker-quirks.md). Without an ``expires`` policy on
+    the broker, delete the ones left without a consumer. Exclusive ones belong to live AMQP
+    0-9-1 connections (ackbridge-rabbitmq's inboxes) and are left alone."""
     yield
-    from tests.amqp10.harness import mgmt
-
     try:
-        bindings = mgmt("GET", "/exchanges/%2F/amq.direct/bindings/source")
-        for binding in bindings:
-            if not str(binding.get("routing_key", "")).startswith("ackbridge.reply."):
-                continue
-            name = binding["destination"]
-            queue = mgmt("GET", f"/queues/%2F/{urllib.parse.quote(name, safe='')}")
-            if queue.get("consumers", 0) == 0:
-                mgmt("DELETE", f"/queues/%2F/{urllib.parse.quote(name, safe='')}")
+        out = subprocess.run(["rabbitmqctl", "-q", "list_queues", "--formatter", "json", "name", "consumers",
+                              "exclusive"], capture_output=True, text=True, timeout=60, check=True).stdout
+        for queue in json.loads(out or "[]"):
+            name = str(queue["name"])
+            if name.startswith("ackbridge.reply.") and not queue["exclusive"] and int(queue["consumers"]) == 0:
+                delete(name)
     except Exception as exc:  # cleanup must not fail the run
         print(f"could not remove orphaned reply inboxes: {exc}")

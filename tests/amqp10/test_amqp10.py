@@ -3,10 +3,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
+import re
+import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,7 +23,7 @@ from ackbridge.messages import ConfirmStatus
 from ackbridge.testing.harness import eventually
 from ackbridge_amqp10.capabilities import GENERIC, RABBITMQ
 from ackbridge_amqp10.transport import modified_is_safe
-from tests.amqp10.harness import Amqp10Harness, delete, queue_counts, queue_name
+from tests.amqp10.harness import Amqp10Harness, delete, mgmt, queue_counts, queue_name
 from tests.amqp10.peer import ToyPeer
 
 pytestmark = pytest.mark.amqp10
@@ -268,3 +273,109 @@ def test_prefetch_credit_bounds_unsettled(toy: ToyPeer) -> None:
         assert consumer.get(timeout=10) is not None
         time.sleep(0.2)  # absence of a 5th delivery can only be shown by waiting
         assert len(toy.handler.outstanding) == 3
+
+
+# ---- the reply inbox of labelled acks (issue 6) ------------------------------------------
+# RabbitMQ 3.10.8's AMQP 1.0 plugin declares every source queue with exclusive=false and
+# auto_delete=false and answers dynamic sources with amqp:not-implemented, so no address
+# makes it delete an inbox when its link or connection goes (docs/broker-quirks.md). The
+# plugin names its inbox queue (ackbridge.reply.<id>) so an `expires` policy can target it.
+def _broker_queues(prefix: str) -> dict[str, dict[str, Any]]:
+    """Queues named *prefix*..., as the management API lists them."""
+    rows = mgmt("GET", "/queues/%2F?columns=name,consumers,auto_delete,exclusive,durable")
+    return {row["name"]: row for row in rows if str(row["name"]).startswith(prefix)}
+
+
+def _consumers(name: str) -> int:
+    rows = json.loads(subprocess.run(
+        ["rabbitmqctl", "-q", "list_queues", "--formatter", "json", "name", "consumers"],
+        capture_output=True, text=True, timeout=60, check=True).stdout or "[]")
+    return next((int(r["consumers"]) for r in rows if r["name"] == name), -1)
+
+
+def _labelled_round(conn: Any, queue: str) -> str:
+    """Publish with a label, acknowledge it from the consumer, return the inbox queue name."""
+    confirm = conn.publish(queue, b"labelled", requested_acks=("db-written",), ack_timeout=20)
+    consumer = conn.consume(queue, prefetch=5)
+    delivery = consumer.get(timeout=15)
+    assert delivery is not None
+    delivery.acknowledge("db-written", 200)
+    delivery.ack()
+    assert confirm.wait_acks().status == 200
+    return queue_name(conn._inbox_address)
+
+
+async def _alabelled_round(conn: Any, queue: str) -> str:
+    confirm = await conn.publish(queue, b"labelled", requested_acks=("db-written",), ack_timeout=20)
+    consumer = await conn.consume(queue, prefetch=5)
+    delivery = await consumer.get(timeout=15)
+    assert delivery is not None
+    await delivery.acknowledge("db-written", 200)
+    await delivery.ack()
+    assert (await confirm.wait_acks()).status == 200
+    return queue_name(conn._inbox_address)
+
+
+def test_reply_inbox_is_a_named_queue_that_rabbitmq_3_10_keeps(harness: Amqp10Harness) -> None:
+    """The gap, measured: the inbox is ackbridge.reply.<id>, replies go to /amq/queue/<it>,
+    and RabbitMQ 3.10 keeps the (empty) queue after the connection closes."""
+    queue = harness.new_queue(dead_letter=False)
+    with connect(harness.url(), **harness.connect_options()) as conn:
+        inbox = _labelled_round(conn, queue)
+        assert conn._inbox_address == f"/amq/queue/{inbox}"
+        assert re.fullmatch(r"ackbridge\.reply\.[0-9a-f]{32}", inbox), inbox
+        assert _consumers(inbox) == 1
+    try:
+        eventually(lambda: _consumers(inbox) == 0, timeout=20, message="inbox consumer gone with the connection")
+        version = str(mgmt("GET", "/overview")["rabbitmq_version"])
+        if not version.startswith("3.10."):
+            pytest.skip(f"the leak was measured on RabbitMQ 3.10; this is {version}")
+        row = eventually(lambda: _broker_queues(inbox).get(inbox), timeout=20, message="inbox listed")
+        assert row is not None
+        assert (row["auto_delete"], row["exclusive"], row["durable"]) == (False, False, False), row
+    finally:
+        delete(inbox)
+
+
+@pytest.fixture
+def inbox_expiry() -> Iterator[str]:
+    """An operator policy `expires` on a test-only inbox prefix (the one docs/broker-quirks.md
+    recommends, narrowed so it touches no other inbox); removed, with any leftover, after."""
+    prefix = f"ackbridge.reply.t{uuid.uuid4().hex[:8]}."
+    name = f"ackbridge-test-inbox-expiry-{uuid.uuid4().hex[:8]}"
+    subprocess.run(["rabbitmqctl", "-q", "set_operator_policy", name, "^" + re.escape(prefix),
+                    json.dumps({"expires": 1000}), "--apply-to", "queues"],
+                   capture_output=True, text=True, timeout=60, check=True)
+    try:
+        yield prefix
+    finally:
+        subprocess.run(["rabbitmqctl", "-q", "clear_operator_policy", name], capture_output=True, timeout=60)
+        for leftover in _broker_queues(prefix):
+            delete(leftover)
+
+
+def test_no_reply_inbox_survives_its_connection(harness: Amqp10Harness, inbox_expiry: str) -> None:
+    """Several sync and async connections with labelled acks: while each is open its inbox
+    has its consumer; once they are closed no inbox queue is left on the broker."""
+    queue = harness.new_queue(dead_letter=False)
+    options = {**harness.connect_options(), "inbox": f"/queue/{inbox_expiry}{{id}}"}
+    inboxes: list[str] = []
+    for _ in range(3):
+        with connect(harness.url(), **options) as conn:
+            inboxes.append(_labelled_round(conn, queue))
+            assert _consumers(inboxes[-1]) == 1
+
+    async def run() -> None:
+        for _ in range(2):
+            conn = await connect_async(harness.url(), **options)
+            try:
+                inboxes.append(await _alabelled_round(conn, queue))
+                assert await asyncio.to_thread(_consumers, inboxes[-1]) == 1
+            finally:
+                await conn.close()
+
+    asyncio.run(run())
+    assert len(set(inboxes)) == 5 and all(name.startswith(inbox_expiry) for name in inboxes)
+    eventually(lambda: _broker_queues(inbox_expiry) == {}, timeout=30, interval=0.5,
+               message="every reply inbox gone from the broker")
+    eventually(lambda: counts(queue) == (0, 0), message="labelled messages acked")

@@ -18,7 +18,8 @@ _COMMON = {
                                   "in one batch on the container thread"),
     Verb.CONFIRM: native("accepted outcome on the sender link"),
     Verb.LABELLED_ACKS: native("replies go to a per-connection inbox link (reply-to + correlation-id); on "
-                               "RabbitMQ a temporary queue bound to amq.direct"),
+                               "RabbitMQ the queue ackbridge.reply.<id>, which 3.10 never deletes "
+                               "(an `expires` policy must)"),
 }
 
 RABBITMQ = Capabilities(

@@ -67,7 +67,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("reconnect", bool, True, "reconnect (and re-attach every link) after the connection is lost"),
     OptionSpec("reconnect_max_delay", float, 5.0, "longest wait between reconnect attempts, seconds",
                lambda v: v > 0, "must be > 0"),
-    OptionSpec("inbox", str, "/exchange/amq.direct/ackbridge.reply.{id}",
+    OptionSpec("inbox", str, "/queue/ackbridge.reply.{id}",
                "reply inbox address ({id} is filled in); 'dynamic' asks the broker for a dynamic node",
                lambda v: bool(v), "must not be empty"),
     OptionSpec("queue_address", str, "/queue/{name}", "address declare_queue() attaches to ({name} is filled in)",
@@ -127,8 +127,9 @@ class _Out:
 
 @dataclass(eq=False)
 class _Inbox:
-    address: str
+    address: str  # where replies are sent (the reply-to)
     dynamic: bool
+    source: str | None = None  # what the receiver attaches to, when not the address itself
     receiver: Any = None
     attached: Future[str] | None = None
 
@@ -721,7 +722,8 @@ class Amqp10Transport(ThreadedAsyncSide):
             return
         template = str(self._opt["inbox"])
         dynamic = template == "dynamic"
-        inbox = _Inbox("" if dynamic else template.replace("{id}", uuid.uuid4().hex), dynamic, attached=future)
+        source = "" if dynamic else template.replace("{id}", uuid.uuid4().hex)
+        inbox = _Inbox(_reply_address(source), dynamic, source=source, attached=future)
 
         def failed(f: Future[str]) -> None:
             if f.cancelled() or f.exception() is not None:
@@ -745,7 +747,7 @@ class Amqp10Transport(ThreadedAsyncSide):
         if inbox.dynamic:
             receiver = self._container.create_receiver(_session(self._conn), None, dynamic=True, name=name)
         else:
-            receiver = self._container.create_receiver(_session(self._conn), inbox.address, name=name)
+            receiver = self._container.create_receiver(_session(self._conn), inbox.source, name=name)
         receiver.flow(100)
         inbox.receiver = receiver
         self._handler.inboxes[receiver] = inbox
@@ -802,6 +804,15 @@ def _ssl_present() -> bool:
 
 def _same(a: Any, b: Any) -> bool:
     return a is not None and b is not None and bool(a == b)
+
+
+def _reply_address(source: str) -> str:
+    """The reply-to for an inbox attached at *source*. RabbitMQ: ``/queue/NAME`` as a
+    target declares NAME again, so a reply arriving after the inbox is gone would
+    re-create it; ``/amq/queue/NAME`` only routes to it (and drops the reply)."""
+    if source.startswith("/queue/"):
+        return "/amq/queue/" + source[len("/queue/"):]
+    return source
 
 
 def _session(conn: Any) -> Any:

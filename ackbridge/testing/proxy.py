@@ -34,6 +34,7 @@ class FaultProxy:
         self._blackhole = False
         self._hold_replies = False
         self._cut_after: int | None = None
+        self._reset_budget: int | None = None
         self._pairs: list[_Pair] = []
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -72,6 +73,20 @@ class FaultProxy:
     def cut_mid_frame(self, after_bytes: int = 3) -> None:
         """Forward only *after_bytes* of the next chunk (either way), then reset."""
         self._cut_after = after_bytes
+
+    def reset_after(self, client_bytes: int) -> None:
+        """Forward *client_bytes* more bytes towards the target (all connections
+        together), then reset every connection: a cut in the middle of a write."""
+        self._reset_budget = client_bytes
+
+    def upstream_ports(self) -> list[int]:
+        """Local ports of the live proxy -> target sockets (what the broker sees as peer ports)."""
+        ports = []
+        for pair in list(self._pairs):
+            sockname = pair.upstream.get_extra_info("sockname")
+            if sockname:
+                ports.append(int(sockname[1]))
+        return ports
 
     def set_latency(self, seconds: float) -> None:
         self.latency_s = seconds
@@ -135,6 +150,16 @@ class FaultProxy:
                         await dst.drain()
                     self._abort_pair(pair)
                     return
+                if not from_target and self._reset_budget is not None:
+                    budget = self._reset_budget
+                    self._reset_budget = budget - len(data)
+                    if self._reset_budget <= 0:
+                        self._reset_budget = None
+                        dst.write(data[:budget])
+                        with contextlib.suppress(OSError, ConnectionError):
+                            await dst.drain()
+                        self._reset_all()
+                        return
                 dst.write(data)
                 await dst.drain()
         except (OSError, ConnectionError, asyncio.CancelledError):

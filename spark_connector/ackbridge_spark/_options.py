@@ -21,6 +21,7 @@ from ackbridge.errors import InvalidOptionError
 _OWN = {
     "url", "queue", "topic", "address", "username", "password", "prefetch", "maxrecordsperbatch",
     "writeaheadpath", "settleonplan", "availablenowidlems", "dedupereplayed", "testseverafterbatches",
+    "testseverafterrows", "testfailafterrows",
     "path", "confirmtimeout", "window", "messageidprefix",
 }
 #: Options Spark itself puts into a writer's/reader's map: never broker options.
@@ -83,6 +84,10 @@ class ConnectorOptions:
     window: int | None
     message_id_prefix: str | None
     test_sever_after_batches: int
+    #: Sink fault injection (tests only; first attempt of each task): sever the
+    #: connection / raise after this many rows were published (0 = off).
+    test_sever_after_rows: int = 0
+    test_fail_after_rows: int = 0
     #: Everything else, passed to ``ackbridge.connect`` (plugin options such as ``lease_timeout``).
     passthrough: Mapping[str, str] = field(repr=False, default_factory=dict)
 
@@ -128,5 +133,7 @@ def parse(options: Mapping[str, str]) -> ConnectorOptions:
         window=_int(opts, "window", 1000) if opts.get("window") else None,
         message_id_prefix=opts.get("messageidprefix") or None,
         test_sever_after_batches=_int(opts, "testseverafterbatches", 0, minimum=0),
+        test_sever_after_rows=_int(opts, "testseverafterrows", 0, minimum=0),
+        test_fail_after_rows=_int(opts, "testfailafterrows", 0, minimum=0),
         passthrough=passthrough,
     )

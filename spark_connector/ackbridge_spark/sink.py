@@ -45,6 +45,7 @@ def _publish_partition(options: ConnectorOptions, rows: Iterator[Row], prefix: s
 
     ctx = TaskContext.get()
     partition_id = ctx.partitionId() if ctx is not None else 0
+    first_attempt = ctx is None or ctx.attemptNumber() == 0
     confirms = []
     conn = ackbridge.connect(options.url, **options.connect_kwargs())
     try:
@@ -65,6 +66,8 @@ def _publish_partition(options: ConnectorOptions, rows: Iterator[Row], prefix: s
                 headers=dict(headers) if headers else None, message_id=message_id,
                 correlation_id=data.get("correlation_id"), content_type=data.get("content_type"),
             ))
+            if first_attempt and index + 1 in {options.test_sever_after_rows, options.test_fail_after_rows}:
+                _inject_fault(options, conn, publisher, index + 1)
         publisher.flush()
     finally:
         conn.close()
@@ -77,6 +80,23 @@ def _publish_partition(options: ConnectorOptions, rows: Iterator[Row], prefix: s
             f"({refused} refused, {len(bad) - refused} unknown); first reason: {bad[0].reason}"
         )
     return PublishCommitMessage(partition_id, len(outcomes), len(outcomes))
+
+
+class InjectedTaskFailure(RuntimeError):
+    """Raised by the ``testFailAfterRows`` fault injection (tests only)."""
+
+
+def _inject_fault(options: ConnectorOptions, conn: object, publisher: object, rows: int) -> None:
+    """Test-only faults on a task's first attempt, after *rows* rows were published."""
+    if rows == options.test_sever_after_rows:
+        sever = getattr(getattr(conn, "_transport", None), "sever", None)
+        if not callable(sever):
+            raise SinkPublishError("testSeverAfterRows needs a transport that can sever itself (embedded broker)")
+        log.warning("ackbridge sink: fault injection, severing the broker connection after %d rows", rows)
+        sever("fault injection (testSeverAfterRows)")
+    if rows == options.test_fail_after_rows:
+        publisher.flush()  # type: ignore[attr-defined]  # the rows so far are confirmed: a retry duplicates them
+        raise InjectedTaskFailure(f"fault injection: task fails after {rows} published rows (testFailAfterRows)")
 
 
 class AckbridgeBatchWriter(DataSourceWriter):

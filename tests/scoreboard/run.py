@@ -95,11 +95,13 @@ def replot() -> None:
     plot(cells, n)
 
 
-SPARK_TESTS = "fails_once or sigkilled or connection_cut or available_now"
+SPARK_TESTS = ("fails_once or sigkilled or connection_cut or available_now or refused_publish_then "
+               "or cut_mid_write or task_fails_after")
 
 
 def run_spark_rows() -> list[dict[str, object]]:
-    """Run the Spark fault tests (source role) and collect the rows they compute."""
+    """Run the Spark fault tests in the scoreboard tier (every broker, >= 1000 ids per cell)
+    and collect the rows they compute; a cell without a row becomes a failing row."""
     import json
     import subprocess
     import sys
@@ -108,23 +110,80 @@ def run_spark_rows() -> list[dict[str, object]]:
     root = Path(__file__).resolve().parents[2]
     with tempfile.NamedTemporaryFile("r", suffix=".jsonl", delete=False) as out:
         path = out.name
-    env = dict(os.environ, ACKBRIDGE_SCOREBOARD_ROWS=path, PYSPARK_PYTHON=sys.executable,
-               PYSPARK_DRIVER_PYTHON=sys.executable)
+    env = dict(os.environ, ACKBRIDGE_SCOREBOARD_ROWS=path, ACKBRIDGE_SPARK_TIER="scoreboard",
+               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/spark",
-                    "-k", SPARK_TESTS], cwd=root, env=env, check=False, timeout=3600)
+                    "-k", SPARK_TESTS], cwd=root, env=env, check=False, timeout=4 * 3600)
     with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+        rows = [json.loads(line) for line in fh if line.strip()]
+    os.unlink(path)
+    return complete_spark_rows(rows)
+
+
+def complete_spark_rows(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """One row per cell: a test's failure row replaces its counts; missing cells and
+    declared gaps become failing rows."""
+    from tests.spark.cells import BROKERS, DECLARED_GAPS, SINK_FAULTS, SOURCE_FAULTS, cells
+
+    merged: dict[tuple[str, str, str], dict[str, object]] = {}
+    for row in rows:
+        key = (str(row["broker"]), str(row.get("role", "spark source")), str(row["fault"]))
+        if "error" in row or key not in merged:
+            merged[key] = dict(merged.get(key, {}), **row)
+    for role in ("spark source", "spark sink"):
+        for broker, fault in cells(role):
+            key = (broker, role, fault)
+            if key not in merged:
+                gap = DECLARED_GAPS.get((broker, fault))
+                merged[key] = {"broker": broker, "role": role, "fault": fault,
+                               "error": gap or "no row: the test did not run (see the pytest output)"}
+    order = {f: i for i, f in enumerate(SOURCE_FAULTS + SINK_FAULTS)}
+    brokers = {b: i for i, b in enumerate(BROKERS)}
+    return sorted(merged.values(), key=lambda r: (order.get(str(r["fault"]), 99), str(r["fault"]),
+                                                  brokers.get(str(r["broker"]), 99)))
+
+
+def spark_ok(row: dict[str, object]) -> bool:
+    return "error" not in row and row.get("LOST") == 0 and row.get("UNEXPECTED") == 0
 
 
 def spark_markdown(rows: list[dict[str, object]]) -> str:
-    columns = ["broker", "fault", "confirmed", "delivered", "LOST", "UNEXPECTED", "duplicated"]
-    extra = sorted({k for r in rows for k in r} - set(columns))
+    columns = ["broker", "fault", "attempted", "confirmed", "delivered", "LOST", "UNEXPECTED",
+               "duplicated"]
+    extra = sorted({k for r in rows for k in r} - set(columns) - {"role", "error", "nodeid", "injections"})
     header = columns + extra + ["result"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
-        ok = r.get("LOST") == 0 and r.get("UNEXPECTED") == 0
-        lines.append("| " + " | ".join(str(r.get(c, "-")) for c in columns + extra) + f" | {'ok' if ok else 'FAIL'} |")
+        result = "ok" if spark_ok(r) else f"FAIL {r.get('error', '')}".strip()
+        lines.append("| " + " | ".join(str(r.get(c, "-")) for c in columns + extra) + f" | {result} |")
     return "\n".join(lines) + "\n"
+
+
+SPARK_SOURCE_METHOD = (
+    "From the fault tests in `tests/spark/` (test_source.py, test_driver_kill.py), run by "
+    "`python -m tests.scoreboard.run --spark` in the scoreboard tier (`ACKBRIDGE_SPARK_TIER=scoreboard`: every "
+    "broker, >= 1000 ids per cell; CI runs the same tests on 30-150 ids and fewer brokers, see "
+    "`tests/spark/cells.py`). Unique ids are published with confirms before the query starts; Spark drives the "
+    "query; the test injects the fault: the foreachBatch function raises in batch 0 and the query is restarted "
+    "from its checkpoint (plain, or with `writeAheadPath`); the driver process group is SIGKILLed inside "
+    "batch 2 and a new driver resumes from the checkpoint (AvailableNow); the source's connection is cut "
+    "while batch 1 is being written (`rabbitmqctl close_connection` of the query's own connections, "
+    "found by peer port behind a FaultProxy; the MQTT packet tap or a FaultProxy reset; the embedded "
+    "broker severs its in-process connection). delivered = ids the foreachBatch sink saw, counted by "
+    "tests/scoreboard/checker.py; afterwards the queue must be empty and settled. stale_refused / "
+    "dropped_stale are the source's counters (acks of a dead connection refused; buffered deliveries of "
+    "it dropped); redelivered = rows flagged redelivered by the broker.")
+SPARK_SINK_METHOD = (
+    "From `tests/spark/test_sink_faults.py` (batch writes, `local[2,4]`: Spark retries a task up to 4 times; "
+    "2 partitions; each row carries its id as message id and body). A plain consumer drains the queue "
+    "while Spark writes and until it is quiet. attempted = confirmed = the rows of the write that succeeded "
+    "(what the sink reported written); delivered = unique ids drained; duplicated = extra copies (a retried "
+    "task republishes its rows with the same ids). Faults: a row the broker refuses (embedded: body over "
+    "max_message_bytes; RabbitMQ: mandatory publish to an unroutable key, Basic.Return; MQTT 5: PUBLISH "
+    "to `$SYS/...`, PUBACK 0x87) fails its task on every attempt and the write, then the fixed rows are "
+    "written again; the connection is reset after a byte budget by a FaultProxy (embedded: "
+    "`testSeverAfterRows`); each task's first attempt raises after its first quarter of rows was "
+    "confirmed (`testFailAfterRows`).")
 
 
 def main() -> int:
@@ -135,9 +194,10 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--replot", action="store_true", help="redraw the PNG from docs/scoreboard.md")
     parser.add_argument("--spark", action="store_true",
-                        help="also run the Spark fault tests and add their rows (role: Spark source)")
+                        help="also run the Spark fault tests (scoreboard tier: every broker, >= 1000 ids per cell) and "
+                             "add the Spark source and Spark sink sections")
     parser.add_argument("--spark-only", action="store_true",
-                        help="only (re)write the Spark section of docs/scoreboard.md")
+                        help="only (re)write the Spark sections of docs/scoreboard.md")
     args = parser.parse_args()
     if args.replot:
         replot()
@@ -151,13 +211,14 @@ def main() -> int:
         else:
             write_report(rows, args.n)
         if spark_rows:
+            source = [r for r in spark_rows if r.get("role", "spark source") == "spark source"]
+            sink = [r for r in spark_rows if r.get("role") == "spark sink"]
             with open(DOCS / "scoreboard.md", "a", encoding="utf-8") as fh:
-                fh.write("\n## Spark source (settle after commit)\n\nFrom the fault tests in `tests/spark/` "
-                         "(query driven by Spark, faults injected by the test; 30-150 ids per row).\n\n"
-                         + spark_markdown(spark_rows))
-    spark_ok = all(r.get("LOST") == 0 and r.get("UNEXPECTED") == 0 for r in spark_rows)
-    return 0 if all(r.passed for r in rows) and spark_ok else 1
-
+                fh.write("\n## Spark source (settle after commit)\n\n" + SPARK_SOURCE_METHOD + "\n\n"
+                         + spark_markdown(source))
+                fh.write("\n## Spark sink (publish with confirms)\n\n" + SPARK_SINK_METHOD + "\n\n"
+                         + spark_markdown(sink))
+    return 0 if all(r.passed for r in rows) and all(spark_ok(r) for r in spark_rows) else 1
 
 if __name__ == "__main__":
     raise SystemExit(main())

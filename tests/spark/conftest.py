@@ -9,7 +9,15 @@ import pytest
 
 from tests.conftest import IN_CI
 
-from .helpers import HAVE_JAVA, Broker, LocalBroker, RabbitBroker, rabbit_ready
+from .helpers import (  # noqa: F401  (cell and fault_broker are fixtures)
+    HAVE_JAVA,
+    Broker,
+    LocalBroker,
+    RabbitBroker,
+    cell,
+    fault_broker,
+    rabbit_ready,
+)
 
 if not HAVE_JAVA:
     if IN_CI:
@@ -39,3 +47,11 @@ def broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Broker]:
         b.close()  # type: ignore[attr-defined]
 
 
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    """Keep each phase's report on the item: the ``cell`` fixture turns failures into scoreboard rows."""
+    report: pytest.TestReport = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report

@@ -11,12 +11,15 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
 import ackbridge
 from ackbridge.plugins import registry
 from ackbridge.testing import eventually  # noqa: F401  (re-exported for the Spark tests)
+from ackbridge.testing.proxy import FaultProxy
+from tests.scoreboard.checker import History, score
 
 VENV_PYTHON = str(Path(sys.executable))
 os.environ["PYSPARK_PYTHON"] = VENV_PYTHON
@@ -49,6 +52,32 @@ class Broker:
     def sever_from_outside(self) -> None:
         """Cut the source's connection from the broker side, if the harness does that."""
 
+    def target(self, queue: str) -> str:
+        """Where to publish so that messages land in *queue*."""
+        return queue
+
+    def cut_url(self) -> str:
+        """The URL a Spark query uses when sever_from_outside() must reach its connection."""
+        return self.url()
+
+    def proxied_url(self) -> tuple[str, FaultProxy | None]:
+        """A URL through a fresh FaultProxy (None for a broker without a socket); close the proxy after."""
+        url = self.url()
+        port = urlsplit(url).port
+        if port is None:
+            return url, None
+        proxy = FaultProxy(port)
+        return url.replace(f":{port}", f":{proxy.port}", 1), proxy
+
+    def refused_destination(self, queue: str) -> tuple[str | None, dict[str, str], bytes | None]:
+        """(per-row destination, sink options, body) that make the broker refuse one row.
+
+        ``ValueError`` when this broker cannot be made to refuse (a declared gap)."""
+        raise ValueError(f"{self.name}: no way to make the broker refuse a publish")
+
+    def close(self) -> None:
+        """Delete what new_queue created."""
+
     def refusal(self) -> tuple[str, dict[str, str], list[bytes]]:
         """(queue, sink options, rows) such that the broker confirms 9 rows and refuses 1."""
         raise NotImplementedError
@@ -61,8 +90,8 @@ class Broker:
         """Publish *n* messages with confirms; return the ids the broker confirmed."""
         ids = [f"{prefix}-{i}" for i in range(n)]
         with ackbridge.connect(self.url()) as conn:
-            confirms = [conn.publish(queue, f"{prefix}:{i}".encode(), message_id=mid, **kwargs)
-                        for i, mid in enumerate(ids)]
+            # The body is the id too: MQTT 3.1.1 carries no message id.
+            confirms = [conn.publish(queue, mid.encode(), message_id=mid, **kwargs) for mid in ids]
             conn.flush(timeout=60)
             return [c.message_id for c in confirms if c.result().confirmed]  # type: ignore[misc]
 
@@ -95,6 +124,10 @@ class LocalBroker(Broker):
     def secret_url(self, canary: str) -> tuple[str, str]:
         return self.url().replace("local://", f"local://spark:{canary}@", 1), canary
 
+    def refused_destination(self, queue: str) -> tuple[str | None, dict[str, str], bytes | None]:
+        # The embedded broker's refusal hook: bodies over max_message_bytes.
+        return None, {"max_message_bytes": "1000"}, b"x" * 5000
+
     def refusal(self) -> tuple[str, dict[str, str], list[bytes]]:
         # The embedded broker refuses bodies over max_message_bytes.
         rows = [b"small"] * 5 + [b"x" * 5000] + [b"small"] * 4
@@ -105,14 +138,15 @@ class LocalBroker(Broker):
 
 
 class RabbitBroker(Broker):
-    name = "rabbitmq"
-
-    def __init__(self) -> None:
-        self._conn = ackbridge.connect(RABBIT_URL)
+    def __init__(self, queue_type: str = "classic") -> None:
+        self.queue_type = queue_type
+        self.name = f"rabbitmq-{queue_type}"
+        self._conn = ackbridge.connect(self.url())
         self._created: list[str] = []
+        self._proxy: FaultProxy | None = None
 
     def url(self) -> str:
-        return RABBIT_URL
+        return RABBIT_URL if self.queue_type == "classic" else f"{RABBIT_URL}?queue_type={self.queue_type}"
 
     def new_queue(self) -> str:
         name = f"spark-{uuid.uuid4().hex[:8]}"
@@ -129,13 +163,21 @@ class RabbitBroker(Broker):
                 return int(parts[1]), int(parts[2])
         return 0, 0
 
+    def cut_url(self) -> str:
+        # Through a proxy, so sever_from_outside() closes exactly this query's
+        # connections (by peer port), never another test's on the shared broker.
+        url, self._proxy = self.proxied_url()
+        return url
+
     def sever_from_outside(self) -> None:
+        assert self._proxy is not None, "use cut_url() for the query whose connection is cut"
+        ports = {str(p) for p in self._proxy.upstream_ports()}
         out = subprocess.run(["rabbitmqctl", "-q", "list_connections", "pid", "peer_port"],
                              capture_output=True, text=True, timeout=60).stdout
         for line in out.splitlines():
-            pid = line.split()[0] if line.split() else ""
-            if pid.startswith("<"):
-                subprocess.run(["rabbitmqctl", "close_connection", pid, "ackbridge spark test"],
+            parts = line.split()
+            if len(parts) == 2 and parts[0].startswith("<") and parts[1] in ports:
+                subprocess.run(["rabbitmqctl", "close_connection", parts[0], "ackbridge spark test"],
                                capture_output=True, timeout=60)
 
     def secret_url(self, canary: str) -> tuple[str, str]:
@@ -144,6 +186,12 @@ class RabbitBroker(Broker):
 
         ensure_test_user()
         return AMQP_URL, TEST_PASSWORD
+
+    def refused_destination(self, queue: str) -> tuple[str | None, dict[str, str], bytes | None]:
+        # A mandatory publish nobody routes: Basic.Return, a refused confirm. (A quorum
+        # queue's x-overflow=reject-publish is not usable here: RabbitMQ 3.10 lets a
+        # pipelined burst overshoot x-max-length, see docs/broker-quirks.md.)
+        return f"amq.direct/nowhere-{uuid.uuid4().hex[:8]}", {}, None
 
     def refusal(self) -> tuple[str, dict[str, str], list[bytes]]:
         # A queue capped at 9 with overflow=reject-publish: RabbitMQ nacks the 10th
@@ -158,6 +206,8 @@ class RabbitBroker(Broker):
 
     def close(self) -> None:
         self._conn.close()
+        if self._proxy is not None:
+            self._proxy.close()
         from tests.rabbitmq.harness import delete_exchange, delete_queue
 
         for name in self._created:  # leave the shared broker as we found it
@@ -175,12 +225,12 @@ def rabbit_ready() -> str | None:
     return None
 
 
-def make_spark(app: str, extra: dict[str, str] | None = None) -> Any:
+def make_spark(app: str, extra: dict[str, str] | None = None, master: str = "local[2]") -> Any:
     from pyspark.sql import SparkSession
 
     import ackbridge_spark
 
-    builder = (SparkSession.builder.master("local[2]").appName(app)
+    builder = (SparkSession.builder.master(master).appName(app)
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.pyspark.python", VENV_PYTHON)
@@ -193,20 +243,46 @@ def make_spark(app: str, extra: dict[str, str] | None = None) -> Any:
     return spark
 
 
-def scoreboard(broker: str, fault: str, confirmed: list[str], delivered: list[str], **extra: Any) -> dict[str, Any]:
-    """The reliability-scoreboard row (printed; -s shows it)."""
-    unique = set(delivered)
-    row = {
-        "broker": broker, "fault": fault, "confirmed": len(confirmed), "delivered": len(unique),
-        "LOST": len(set(confirmed) - unique), "UNEXPECTED": len(unique - set(confirmed)),
-        "duplicated": len(delivered) - len(unique), **extra,
-    }
-    print("SCOREBOARD", row)
-    out = os.environ.get("ACKBRIDGE_SCOREBOARD_ROWS")
-    if out:  # tests/scoreboard/run.py --spark collects the Spark rows through this file
-        with open(out, "a", encoding="utf-8") as fh:
+SCOREBOARD_ROWS = os.environ.get("ACKBRIDGE_SCOREBOARD_ROWS")
+#: ``python -m tests.scoreboard.run --spark`` sets this: every broker, >= 1000 ids per cell.
+SCOREBOARD_TIER = os.environ.get("ACKBRIDGE_SPARK_TIER") == "scoreboard"
+
+
+def ids_per_cell(ci: int) -> int:
+    """The CI tier's size, or at least 1000 ids in the scoreboard tier."""
+    return max(ci, 1000) if SCOREBOARD_TIER else ci
+
+
+def write_row(row: dict[str, Any]) -> None:
+    if SCOREBOARD_ROWS:  # tests/scoreboard/run.py --spark collects the Spark rows through this file
+        with open(SCOREBOARD_ROWS, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(row) + "\n")
+
+
+def scoreboard(broker: str, fault: str, confirmed: list[str], delivered: list[str], *,
+               attempted: list[str] | None = None, role: str = "spark source", injections: int = 1,
+               elapsed_s: float = 0.0, **extra: Any) -> dict[str, Any]:
+    """The reliability-scoreboard row, counted by tests/scoreboard/checker.py (printed; -s shows it)."""
+    history = History(attempted=set(confirmed if attempted is None else attempted), confirmed=set(confirmed),
+                      injections=injections, elapsed_s=elapsed_s)
+    history.delivered.update(delivered)
+    counted = score(broker, role, fault, history)
+    row = {
+        "broker": broker, "role": role, "fault": fault, "injections": counted.injections,
+        "attempted": counted.attempted, "confirmed": counted.confirmed, "delivered": counted.delivered,
+        "LOST": counted.lost, "UNEXPECTED": counted.unexpected, "duplicated": counted.duplicated,
+        **extra,
+    }
+    if elapsed_s:
+        row["msgs/s"] = counted.msgs_per_s
+    print("SCOREBOARD", row)
+    CELL_ROWS.append(row)
+    write_row(row)
     return row
+
+
+#: Rows written by the running test (the cell fixture marks them failed if the test fails).
+CELL_ROWS: list[dict[str, Any]] = []
 
 
 class HarnessBroker(Broker):
@@ -225,8 +301,28 @@ class HarnessBroker(Broker):
     def counts(self, queue: str) -> tuple[int, int]:
         return int(self.harness.ready(queue)), int(self.harness.unacked(queue))
 
+    def target(self, queue: str) -> str:
+        return str(self.harness.publish_target(queue))
+
     def publish(self, queue: str, n: int, *, prefix: str = "m", **kwargs: Any) -> list[str]:
         return super().publish(self.harness.publish_target(queue), n, prefix=prefix, **kwargs)
+
+    def sever_from_outside(self) -> None:
+        # The clients reach the broker through the harness's own proxy (MQTT: the
+        # packet tap; AMQP 1.0: a FaultProxy), so only this test's connections are cut.
+        tap = getattr(self.harness, "tap", None)
+        if tap is not None:
+            with tap.lock:
+                live = {c.client_id for c in tap.conns if not c.closed}
+            tap.cut(live)
+        else:
+            self.harness.proxy.reset()
+
+    def refused_destination(self, queue: str) -> tuple[str | None, dict[str, str], bytes | None]:
+        if self.name == "mqtt-5":
+            # Mosquitto answers a v5 PUBLISH to $SYS/... with PUBACK 0x87 (not authorized).
+            return f"$SYS/ackbridge-refused-{uuid.uuid4().hex[:8]}", {}, None
+        return super().refused_destination(queue)
 
     def close(self) -> None:
         self.harness.cleanup()
@@ -252,3 +348,84 @@ def harness_broker(request: pytest.FixtureRequest) -> Iterator[Broker]:
         yield b
     finally:
         b.close()
+
+
+# ---- the fault matrix (tests/spark/cells.py) ------------------------------------------
+_MARKS = {"rabbitmq": pytest.mark.rabbitmq, "mqtt": pytest.mark.mqtt, "amqp10": pytest.mark.amqp10}
+
+
+def broker_params(fault: str) -> list[Any]:
+    """``fault_broker`` params of one fault: every broker in the scoreboard tier, the CI list otherwise."""
+    from tests.spark.cells import BROKERS, CI, DECLARED_GAPS
+
+    chosen = BROKERS if SCOREBOARD_TIER else CI[fault]
+    return [pytest.param(name, id=name, marks=[m for k, m in _MARKS.items() if name.startswith(k)])
+            for name in chosen if (name, fault) not in DECLARED_GAPS]
+
+
+def make_broker(name: str, tmp_path: Path) -> Broker:
+    """One of tests/spark/cells.py's brokers; fails in CI (skips locally) when it is not there."""
+    from tests.conftest import IN_CI, require_port
+
+    if name == "embedded":
+        return LocalBroker(tmp_path)
+    if name.startswith("rabbitmq"):
+        why = rabbit_ready()
+        if why:
+            if IN_CI:
+                pytest.fail(f"RabbitMQ is needed in CI: {why}")
+            pytest.skip(why)
+        return RabbitBroker(name.split("-", 1)[1])
+    if name.startswith("mqtt"):
+        require_port(1883, "Mosquitto")
+        from tests.mqtt.harness import MqttHarness
+
+        return HarnessBroker(name, MqttHarness(name.split("-", 1)[1]))
+    require_port(5672, "RabbitMQ (AMQP 1.0)")
+    from tests.amqp10.harness import Amqp10Harness
+
+    return HarnessBroker("amqp10", Amqp10Harness())
+
+
+@pytest.fixture
+def fault_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Broker]:
+    """The broker of a fault cell (parametrised indirectly with broker_params())."""
+    b = make_broker(request.param, tmp_path)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def spark_cell(role: str, fault: str) -> Any:
+    """Name the scoreboard cell a test fills (``{param}`` placeholders take its parameters)."""
+    def mark(fn: Any) -> Any:
+        fn.spark_cell = (role, fault)
+        return fn
+    return mark
+
+
+@pytest.fixture
+def cell(request: pytest.FixtureRequest) -> Iterator[None]:
+    """List it first: a cell whose test fails, errors or skips still gets a (failing) row."""
+    start = len(CELL_ROWS)
+    yield
+    if not SCOREBOARD_ROWS:
+        return
+    node = request.node
+    report = getattr(node, "rep_call", None) or getattr(node, "rep_setup", None)
+    if report is not None and report.passed and report.when == "call" and len(CELL_ROWS) > start:
+        return
+    from ackbridge.urls import redact
+
+    role, fault = request.function.spark_cell
+    params = dict(getattr(node, "callspec", None).params) if hasattr(node, "callspec") else {}
+    if report is None:
+        error = "did not run"
+    elif report.skipped:
+        error = f"skipped: {report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr}"
+    else:
+        lines = [line for line in str(report.longreprtext).splitlines() if line.startswith("E ")]
+        error = (lines[0][1:].strip() if lines else "test failed")
+    write_row({"broker": params.get("fault_broker", "?"), "role": role, "fault": fault.format(**params),
+               "error": redact(error)[:160], "nodeid": node.nodeid})

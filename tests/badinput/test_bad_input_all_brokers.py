@@ -255,33 +255,11 @@ def test_arbitrary_option_values_give_invalid_option_error_or_work(harness: Any,
 
 
 BAD_DESTINATIONS = ["", "x" * 300, "a\x00b", "c\x01d", "a/#", "+", "sp ace", "\ufffe", "é" * 100]
-#: Known, unfixed: each fix belongs in a transport file another change is rewriting right
-#: now (described in docs/reliability.md). strict xfail: the test fails once it is fixed.
-_MQTT_POISON = ({"", "a\x00b", "c\x01d", "\ufffe"},
-                "MqttTransport.publish sends a topic Mosquitto refuses; Mosquitto drops the publisher link and paho "
-                "resends the PUBLISH on every reconnect, so the publisher never recovers; needs "
-                "sessions.check_topic_name(destination) at the top of publish()")
-_POISON: dict[tuple[str, str], tuple[set[str], str]] = {
-    ("mqtt-5", "publish"): _MQTT_POISON,
-    ("mqtt-3.1.1", "publish"): (_MQTT_POISON[0] - {""}, _MQTT_POISON[1]),
-    ("rabbitmq", "consume"): ({"x" * 300}, "pika raises ShortStringTooLong inside its I/O loop on basic.consume: the "
-                              "connection ends and every reconnect re-subscribes the same name; needs "
-                              "common.check_name(source) at the top of SyncSide.subscribe / subscribe_async"),
-    ("amqp10", "publish"): ({"\ufffe"}, "a U+FFFE address ends the AMQP 1.0 connection (framing-error); needs a "
-                            "check of the address in the AMQP 1.0 transport before attaching"),
-    ("amqp10", "consume"): ({"\ufffe", "é" * 100}, "U+FFFE ends the connection as for publish; with 'é'*100 "
-                            "RabbitMQ's not-found description is cut inside a UTF-8 character, proton raises "
-                            "UnicodeDecodeError and the transport's container thread stops for good"),
-}
-
 
 @pytest.mark.parametrize("verb", ["declare", "consume", "publish"])
 @pytest.mark.parametrize("name", BAD_DESTINATIONS, ids=[f"dest{i}" for i in range(len(BAD_DESTINATIONS))])
 def test_bad_queue_names_give_an_error_or_an_outcome_and_the_connection_survives(
-        harness: Any, verb: str, name: str, request: pytest.FixtureRequest) -> None:
-    names, why = _POISON.get((harness.kind, verb), (set(), ""))
-    if name in names:
-        request.applymarker(pytest.mark.xfail(reason=why, strict=True))
+        harness: Any, verb: str, name: str) -> None:
     target = name
     if harness.kind == "amqp10" and name not in ("", "+"):
         target = f"/amq/queue/{uuid.uuid4().hex[:6]}{name}"

@@ -104,6 +104,31 @@ def test_unroutable_publish_refused(classic: RabbitHarness) -> None:
         assert outcome.status is ConfirmStatus.REFUSED
 
 
+def test_unencodable_publish_refused_alone_and_confirms_stay_aligned(classic: RabbitHarness) -> None:
+    """pika refuses to encode a 300-byte message id (AMQP short string) inside the
+    I/O loop. Only that publish is refused; the ones around it keep their own
+    confirms, and the broker holds exactly those."""
+    queue = classic.new_queue()
+    with connect(classic.url()) as conn:
+        before = conn.publish(queue, b"before", message_id="before")
+        bad = conn.publish(queue, b"bad", message_id="m" * 300)
+        after = [conn.publish(queue, b"after", message_id=f"after-{i}") for i in range(50)]
+        assert bad.result(10).status is ConfirmStatus.REFUSED
+        assert "encode" in bad.result(10).reason
+        assert before.result(10).confirmed
+        assert all(c.result(10).confirmed for c in after)
+        eventually(lambda: counts(queue) == (51, 0))
+        with conn.consume(queue, prefetch=100) as consumer:
+            ids = []
+            for _ in range(51):
+                d = consumer.get(timeout=10)
+                assert d is not None
+                ids.append(d.message_id)
+                d.ack()
+        assert ids == ["before", *[f"after-{i}" for i in range(50)]]
+    eventually(lambda: counts(queue) == (0, 0))
+
+
 def test_connection_killed_with_confirms_pending(harness: RabbitHarness) -> None:
     """A real cut mid-stream (nothing parked client-side): no pending publish is
     reported confirmed or refused, and every confirmed one is on the broker."""

@@ -41,6 +41,7 @@ from ackbridge.errors import (
     BrokerError,
     ConfigurationError,
     ConnectionLostError,
+    InvalidOptionError,
     StaleDeliveryError,
     UnsupportedVerbError,
 )
@@ -52,6 +53,35 @@ from ackbridge_amqp10 import codec
 from ackbridge_amqp10.capabilities import RABBITMQ, for_peer
 
 log = logging.getLogger("ackbridge.amqp10")
+
+
+def _tolerate_bad_utf8_from_the_peer() -> None:
+    """proton's binding decodes every C string strictly, and RabbitMQ 3.10 cuts
+    long error descriptions at a byte limit, sometimes inside a multi-byte
+    character, and writes queue names into them as Latin-1 bytes. The strict
+    decode then raises inside proton's own handlers on *every* read of that
+    condition, which stops the container thread (each retry hits it again).
+    Fall back to Latin-1, which decodes any bytes: the text stays readable and
+    the connection's error path runs as designed."""
+    import cproton  # type: ignore[import-untyped]  # proton's C binding ships no types
+
+    if getattr(cproton.utf82string, "_ackbridge_tolerant", False):
+        return
+
+    def utf82string(string: Any) -> str | None:
+        if string == cproton.ffi.NULL:
+            return None
+        raw: bytes = cproton.ffi.string(string)
+        try:
+            return raw.decode("utf8")
+        except UnicodeDecodeError:
+            return raw.decode("latin-1")
+
+    utf82string._ackbridge_tolerant = True  # type: ignore[attr-defined]
+    cproton.utf82string = utf82string
+
+
+_tolerate_bad_utf8_from_the_peer()
 
 T = TypeVar("T")
 
@@ -177,6 +207,7 @@ class Amqp10Transport(ThreadedAsyncSide):
         self._deliveries: dict[int, tuple[Any, _Sub]] = {}
         self._subs: dict[str, _Sub] = {}
         self._outs: dict[str, _Out] = {}
+        self._good_addresses: set[str] = set()  # checked once each, not on every publish
         self._out_by_link: dict[Any, _Out] = {}
         self._inbox: _Inbox | None = None
         self._opening: Future[None] | None = None
@@ -284,13 +315,46 @@ class Amqp10Transport(ThreadedAsyncSide):
             raise
 
     def _loop(self) -> None:
-        assert self._container is not None
+        # Container.run() without its fragility: an exception raised while
+        # dispatching one event (in proton's own handlers or ours) would end
+        # run() and, with it, every link of this transport for good. Here it
+        # costs the connection instead: it is dropped and re-made (a new
+        # generation), as if the network had failed.
+        container = self._container
+        assert container is not None
         try:
-            self._container.run()
+            container.timeout = 3.14159265359
+            container.start()
+            while True:
+                try:
+                    if not container.process():
+                        break
+                except Exception as exc:
+                    self._recover(f"{type(exc).__name__}: {exc}")
+            container.stop()
+            container.process()
         except Exception as exc:
             log.error("ackbridge amqp10 container stopped: %s", self._scrub(f"{type(exc).__name__}: {exc}"))
         finally:
             self._injector = None
+
+    def _recover(self, what: str) -> None:
+        reason = self._scrub(what)
+        conn = self._conn
+        if conn is None:
+            log.debug("ackbridge amqp10: an event handler failed again (%s)", reason)
+            return
+        log.error("ackbridge amqp10: an event handler failed (%s); dropping the connection", reason)
+        for waiter in self._handler.waiters.values():
+            if not waiter.done():
+                waiter.set_exception(ConnectionLostError(
+                    f"{self.url.redacted}: the connection was dropped during the attach ({reason})"))
+        self._handler.waiters.clear()
+        self._failed(conn, Condition("ackbridge:internal-error", f"event handler failed: {reason}"))
+        try:
+            conn.close()
+        except Exception:
+            log.debug("closing the failed connection raised", exc_info=True)
 
     def _connect(self) -> None:
         assert self._container is not None
@@ -456,7 +520,8 @@ class Amqp10Transport(ThreadedAsyncSide):
 
     # ---- queues ---------------------------------------------------------------------------
     def queue_address(self, name: str) -> str:
-        return name if name.startswith("/") else str(self._opt["queue_address"]).format(name=name)
+        address = name if name.startswith("/") else str(self._opt["queue_address"]).format(name=name)
+        return codec.check_address(address)
 
     def declare_queue(self, name: str, *, dead_letter: bool = True) -> None:
         """Attach (and detach) a sender to the queue address, which makes RabbitMQ
@@ -488,6 +553,7 @@ class Amqp10Transport(ThreadedAsyncSide):
                    f"the attach of {source!r}")
 
     def _subscribe(self, subscription: str, source: str, prefetch: int, future: Future[None]) -> None:
+        codec.check_address(source)  # raised through the future to either twin
         self._require_conn()
         sub = _Sub(subscription, source, prefetch, attached=future)
         self._subs[subscription] = sub
@@ -599,6 +665,15 @@ class Amqp10Transport(ThreadedAsyncSide):
         if not destination:
             self.events.confirm(seq, refused("no destination address given"))
             return
+        if destination not in self._good_addresses:
+            try:
+                codec.check_address(destination)
+            except InvalidOptionError as exc:
+                self.events.confirm(seq, refused(f"not sent: {exc}"))
+                return
+            if len(self._good_addresses) >= 4096:
+                self._good_addresses.clear()
+            self._good_addresses.add(destination)
         try:
             self._submit(lambda: self._send(seq, destination, message))
         except ConnectionLostError as exc:

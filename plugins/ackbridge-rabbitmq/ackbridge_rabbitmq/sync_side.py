@@ -344,6 +344,9 @@ class SyncSide:
 
     # ---- consuming -----------------------------------------------------------------------
     def subscribe(self, subscription: str, source: str, *, prefetch: int) -> None:
+        # pika raises on a >255-byte name inside its I/O loop, which would end the
+        # connection (and every reconnect would re-subscribe it).
+        common.check_name(source)
         sub = _Sub(subscription, source, prefetch)
 
         def start(fut: Fut[None]) -> None:
@@ -504,15 +507,26 @@ class SyncSide:
             return
         tracker = self._tracker
         publish = ch.basic_publish
-        try:
-            while queue:
-                seq, exchange, key, body, props, message_id = queue.popleft()
-                tracker.sent(seq, message_id)
+        while queue:
+            item = queue.popleft()
+            seq, exchange, key, body, props, message_id = item
+            try:
                 publish(exchange, key, body, props, mandatory=True)
-        except (pe.AMQPError, ValueError, TypeError) as exc:
-            # The channel or connection failed under us; its close callback
-            # reports the pending confirms. Unsent ones are reported here.
-            self._emit_confirms(self._drop_unsent(f"publish failed: {describe(exc)}"))
+            except (pe.AMQPError, ValueError, TypeError, OverflowError) as exc:
+                if ch.is_open and self._conn is not None and self._conn.is_open:
+                    # pika marshals every frame before writing any: an encoding
+                    # error sent nothing, so the broker's confirm numbering is
+                    # untouched. Refuse this one and go on with the rest.
+                    self._emit_confirms([(seq, refused(f"pika could not encode the message: {describe(exc)}"))])
+                    continue
+                # The channel or connection failed under us; its close callback
+                # reports the pending confirms. This one and the unsent are reported here.
+                queue.appendleft(item)
+                self._emit_confirms(self._drop_unsent(f"publish failed: {describe(exc)}"))
+                return
+            # Counted only once pika took it: the tracker's sequence must match the
+            # broker's delivery tags exactly, or confirms land on the wrong message.
+            tracker.sent(seq, message_id)
 
     def hold_publishes(self, hold: bool) -> None:
         """Fault injection for tests: park publishes client-side (so their

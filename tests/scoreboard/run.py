@@ -75,7 +75,8 @@ def plot(cells: list[tuple[str, int, int]], n: int) -> None:
     ax.barh(labels, [c[2] for c in cells][::-1], color="#f0a030", label="duplicated (allowed, bounded)")
     ax.barh(labels, [c[1] for c in cells][::-1], left=[c[2] for c in cells][::-1], color="#d03030",
             label="LOST (must be 0)")
-    ax.set_xlabel(f"messages (of {n} ids per cell)")
+    ax.set_xscale("symlog", linthresh=10)  # a refused sink row's retries duplicate thousands
+    ax.set_xlabel(f"messages, symlog (consumer cells: {n} ids; Spark cells: >= 1000 ids)")
     ax.set_title("ackbridge reliability scoreboard: lost and duplicated per cell")
     ax.tick_params(axis="y", labelsize=7)
     ax.legend(loc="lower right")
@@ -84,13 +85,27 @@ def plot(cells: list[tuple[str, int, int]], n: int) -> None:
 
 
 def replot() -> None:
-    """Redraw docs/scoreboard.png from the table in docs/scoreboard.md."""
+    """Redraw docs/scoreboard.png from the tables in docs/scoreboard.md (consumer matrix and Spark sections)."""
     text = (DOCS / "scoreboard.md").read_text()
     n = int(text.split(" unique ids per cell")[0].rsplit(" ", 1)[1])
     cells = []
+    section, columns = "", []
     for line in text.splitlines():
-        parts = [p.strip() for p in line.strip("|").split("|")]
-        if len(parts) == len(ScoreRow.HEADERS) and parts[0] not in {"broker", "---"} and parts[8].isdigit():
+        if line.startswith("## "):
+            section, columns = line[3:].split(" (")[0].lower(), []
+            continue
+        parts = [p.strip() for p in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or parts[0] == "---":
+            continue
+        if parts[0] == "broker":
+            columns = parts
+            continue
+        if section.startswith("spark") and columns:
+            row = dict(zip(columns, parts, strict=False))
+            lost, dup = row.get("LOST", "-"), row.get("duplicated", "-")
+            cells.append((f"{section}: {row['broker']} / {row['fault']}", int(lost) if lost.isdigit() else 0,
+                          int(dup) if dup.isdigit() else 0))
+        elif len(parts) == len(ScoreRow.HEADERS) and parts[8].isdigit():
             cells.append((f"{parts[0]} / {parts[2]}", int(parts[8]), int(parts[10])))
     plot(cells, n)
 
@@ -218,6 +233,7 @@ def main() -> int:
                          + spark_markdown(source))
                 fh.write("\n## Spark sink (publish with confirms)\n\n" + SPARK_SINK_METHOD + "\n\n"
                          + spark_markdown(sink))
+            replot()  # the PNG shows the Spark cells too
     return 0 if all(r.passed for r in rows) and all(spark_ok(r) for r in spark_rows) else 1
 
 if __name__ == "__main__":

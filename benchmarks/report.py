@@ -6,6 +6,7 @@ description and a plot of the ratios (docs/benchmarks.png).
 
     .venv/bin/python benchmarks/report.py            # all of them (about 15 minutes)
     .venv/bin/python benchmarks/report.py --quick    # smaller N
+    .venv/bin/python benchmarks/report.py --only spark_scaling.py   # re-run one section, keep the others
 """
 
 from __future__ import annotations
@@ -29,7 +30,11 @@ BENCHES = [
     ("AMQP 1.0 (issue 6)", "amqp10_bench.py", ["--count", "20000"], ["--count", "5000"]),
     ("Spark connector (issue 4)", "spark_bench.py", ["--messages", "100000", "--batch", "25000"],
      ["--messages", "20000", "--batch", "5000"]),
+    ("Spark source scaling (issue 7)", "spark_scaling.py", ["--png", str(DOCS / "spark_scaling.png")],
+     ["--quick", "--png", str(DOCS / "spark_scaling.png")]),
 ]
+#: Benchmarks that print Markdown (tables, an image link) rather than plain text.
+MARKDOWN_OUTPUT = {"spark_scaling.py"}
 
 _FLOAT = re.compile(r"(?<![\d,.])(\d\.\d\d)(?![\d,])")
 
@@ -116,15 +121,32 @@ def main() -> int:
         run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600, check=False)
         out = run.stdout.strip() + (f"\n[exit {run.returncode}] {run.stderr.strip()[-2000:]}" if run.returncode else "")
         print(out, flush=True)
-        sections.append((title, " ".join(Path(c).name if c.startswith("/") else c for c in cmd[1:]), out))
+        sections.append((title, " ".join(Path(c).name if c.startswith("/") else c for c in cmd[1:]), out,
+                         script in MARKDOWN_OUTPUT))
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     text = [f"# Benchmarks\n\nOne run of `benchmarks/report.py{' --quick' if args.quick else ''}` on {when}.\n",
             f"Machine: {machine()}. Brokers on loopback: RabbitMQ 3.10.8, Mosquitto 2.0.11.\n",
             "Every figure is a ratio against the raw client doing the same work in the same run; "
             "other work on the machine moves absolute numbers a lot, ratios less.\n"]
-    for title, cmd, out in sections:
-        text.append(f"## {title}\n\n`{cmd}`\n\n```\n{out}\n```\n")
-    points = [pt for title, _, out in sections for pt in ratios(title, out)]
+    ran = {title: (f"## {title}\n\n`{cmd}`\n\n{out}\n" if markdown else f"## {title}\n\n`{cmd}`\n\n```\n{out}\n```\n")
+           for title, cmd, out, markdown in sections}
+    if args.only and (DOCS / "benchmarks.md").exists():
+        # Re-run sections only: keep every other section of the existing report as it is.
+        kept = (DOCS / "benchmarks.md").read_text().split("\n## ")
+        text = [kept[0].rstrip() + "\n"]
+        for part in kept[1:]:
+            title = part.splitlines()[0]
+            if title == "Ratios":
+                continue
+            text.append(ran.pop(title, "## " + part.rstrip() + "\n"))
+        text += list(ran.values())
+        points = []
+        for part in "\n".join(text).split("\n## ")[1:]:
+            if "```" in part:
+                points += ratios(part.splitlines()[0], part.split("```")[1])
+    else:
+        text += list(ran.values())
+        points = [pt for title, _, out, markdown in sections if not markdown for pt in ratios(title, out)]
     if points:
         text.append("## Ratios\n\n![ratios](benchmarks.png)\n")
         plot(points)

@@ -326,7 +326,15 @@ class Publisher:
         # Enter the C-level lock on the hot path; the Condition shares it for waiting.
         self._lock = threading.RLock()
         self._cond = threading.Condition(self._lock)
+        # Three kinds of waiter, woken at different moments: a thread waiting for
+        # one confirm (result) on every resolution; flush() only when nothing is
+        # pending; a publisher blocked by the window only when the window has
+        # drained to its low-water mark, so it then sends a burst instead of one
+        # message per wake-up (a wake per confirm cost ~30% of publish throughput).
         self._waiters = 0
+        self._flush_waiters = 0
+        self._room_waiters = 0
+        self._low_water = window - max(1, window // 4)
         self._pending: dict[int, Confirm] = {}
 
     @property
@@ -388,11 +396,11 @@ class Publisher:
         if left <= 0:
             self._expire_locked()
             return
-        self._waiters += 1
+        self._room_waiters += 1
         try:
             self._cond.wait(min(left, 1.0))
         finally:
-            self._waiters -= 1
+            self._room_waiters -= 1
 
     def _expire_locked(self) -> None:
         now = time.monotonic()
@@ -405,8 +413,10 @@ class Publisher:
     def _settle_locked(self, confirm: Confirm, outcome: ConfirmOutcome) -> None:
         confirm._outcome = outcome
         callbacks, confirm._callbacks = confirm._callbacks, None
-        if self._waiters:
+        if self._waiters or (self._flush_waiters and not self._pending):
             self._cond.notify_all()
+        elif self._room_waiters and len(self._pending) <= self._low_water:
+            self._cond.notify_all()  # all: a flush() waiter may sit first in the queue
         if callbacks:
             for callback in callbacks:
                 callback(confirm)
@@ -421,7 +431,7 @@ class Publisher:
         """Wait until every publish so far has an outcome; False if *timeout* passed first."""
         end = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            self._waiters += 1
+            self._flush_waiters += 1
             try:
                 while self._pending:
                     wait = next_flush_wait(next(iter(self._pending.values()))._deadline, end, time.monotonic())
@@ -432,7 +442,7 @@ class Publisher:
                         continue
                     self._cond.wait(wait)
             finally:
-                self._waiters -= 1
+                self._flush_waiters -= 1
         return True
 
 

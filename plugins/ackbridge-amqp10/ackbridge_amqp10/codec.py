@@ -30,17 +30,22 @@ def check_address(address: str) -> str:
 def to_proton(message: OutboundMessage) -> Message:
     # inferred=True sends bytes as a data section: other protocols (and RabbitMQ's
     # AMQP 0-9-1 side) see the raw body, not an AMQP-encoded binary value.
-    return Message(
-        body=message.body,
-        inferred=True,
-        durable=message.persistent,
-        id=message.message_id,
-        correlation_id=message.correlation_id,
-        reply_to=message.reply_to,
-        content_type=message.content_type,
-        creation_time=message.timestamp or 0,
-        properties=dict(message.headers) if message.headers else None,
-    )
+    # Only fields that are set are passed: proton reads and writes every keyword
+    # through its C binding, which made a bare publish cost twice a raw one.
+    fields: dict[str, Any] = {"inferred": True, "durable": message.persistent}
+    if message.message_id is not None:
+        fields["id"] = message.message_id
+    if message.correlation_id is not None:
+        fields["correlation_id"] = message.correlation_id
+    if message.reply_to:
+        fields["reply_to"] = message.reply_to
+    if message.content_type:
+        fields["content_type"] = message.content_type
+    if message.timestamp:
+        fields["creation_time"] = message.timestamp
+    if message.headers:
+        fields["properties"] = dict(message.headers)
+    return Message(body=message.body, **fields)
 
 
 def _text(value: Any) -> str | None:

@@ -204,10 +204,12 @@ class Amqp10Transport(ThreadedAsyncSide):
         self._generation = 0
         self._live: int | None = None  # generation whose settlements may go out
         self._tags = itertools.count(1)
-        self._deliveries: dict[int, tuple[Any, _Sub]] = {}
+        # tag -> (proton delivery, its subscription, the receiver link it came on)
+        self._deliveries: dict[int, tuple[Any, _Sub, Any]] = {}
         self._subs: dict[str, _Sub] = {}
         self._outs: dict[str, _Out] = {}
         self._good_addresses: set[str] = set()  # checked once each, not on every publish
+        self._seq_out: dict[int, _Out] = {}  # unconfirmed publish -> its sender link
         self._out_by_link: dict[Any, _Out] = {}
         self._inbox: _Inbox | None = None
         self._opening: Future[None] | None = None
@@ -584,7 +586,7 @@ class Amqp10Transport(ThreadedAsyncSide):
             self._handler.receivers.pop(sub.receiver, None)
             _close_link(sub.receiver)
             sub.receiver = None
-        for tag in [t for t, (_, s) in self._deliveries.items() if s is sub]:
+        for tag in [t for t, (_, s, _r) in self._deliveries.items() if s is sub]:
             del self._deliveries[tag]
 
     def unsubscribe(self, subscription: str) -> None:
@@ -606,7 +608,7 @@ class Amqp10Transport(ThreadedAsyncSide):
             delivery.settle()
             return
         tag = next(self._tags)
-        self._deliveries[tag] = (delivery, sub)
+        self._deliveries[tag] = (delivery, sub, sub.receiver)
         inbound = codec.from_proton(message, wire_tag=tag, generation=self._live, source=sub.source,
                                     count_header=self.capabilities.support(Verb.DELIVERY_COUNT).available)
         self.events.deliver(sub.name, inbound)
@@ -635,7 +637,7 @@ class Amqp10Transport(ThreadedAsyncSide):
             found = self._deliveries.pop(op.wire_tag, None)  # type: ignore[call-overload]
             if found is None:
                 continue  # its link is gone; the broker returns it
-            delivery, sub = found
+            delivery, sub, receiver = found
             if op.verb is WireVerb.ACK:
                 delivery.update(Delivery.ACCEPTED)
             elif op.verb is WireVerb.REJECT:
@@ -646,8 +648,10 @@ class Amqp10Transport(ThreadedAsyncSide):
             else:
                 delivery.update(Delivery.RELEASED)
             delivery.settle()
-            if sub.receiver is not None and sub.receiver == delivery.link:
-                credit[sub.receiver] = credit.get(sub.receiver, 0) + 1
+            # Identity, not delivery.link (proton wraps a new Link object per read):
+            # credit goes back only while the receiver it came on is still the sub's.
+            if receiver is not None and sub.receiver is receiver:
+                credit[receiver] = credit.get(receiver, 0) + 1
         for receiver, n in credit.items():
             sub = self._handler.receivers.get(receiver)
             if sub is None or not receiver.state & Endpoint.LOCAL_ACTIVE:
@@ -692,6 +696,7 @@ class Amqp10Transport(ThreadedAsyncSide):
             self.events.confirm(seq, refused(f"cannot encode message: {type(exc).__name__}: {exc}"))
             return
         out.pending[seq] = None
+        self._seq_out[seq] = out
         out.link.send(pmsg, tag=str(seq))
 
     def _open_out(self, address: str) -> _Out:
@@ -712,14 +717,14 @@ class Amqp10Transport(ThreadedAsyncSide):
         return out
 
     def _outcome(self, delivery: Any) -> None:
-        out = self._out_by_link.get(delivery.link)
-        if out is None:
-            return
+        # Found by tag (our seq, unique per connection), not by delivery.link:
+        # proton builds a new Link wrapper on every .link read, a real cost per message.
         try:
             seq = int(delivery.tag)
         except (TypeError, ValueError):
             return
-        if seq not in out.pending:
+        out = self._seq_out.get(seq)
+        if out is None or seq not in out.pending:
             return
         state = delivery.remote_state
         if state == Delivery.ACCEPTED:
@@ -737,12 +742,14 @@ class Amqp10Transport(ThreadedAsyncSide):
         else:
             return  # a non-terminal state (e.g. received): wait for the outcome
         del out.pending[seq]
+        del self._seq_out[seq]
         delivery.settle()
         self.events.confirm(seq, outcome)
 
     def _fail_out(self, out: _Out, outcome: Any) -> None:
         pending, out.pending = list(out.pending), {}
         for seq in pending:
+            self._seq_out.pop(seq, None)
             self.events.confirm(seq, outcome)
 
     def _sender_closed(self, link: Any, condition: Any) -> None:
@@ -764,7 +771,7 @@ class Amqp10Transport(ThreadedAsyncSide):
             return
         if sub.receiver == link:
             sub.receiver = None
-        for tag in [t for t, (d, _) in self._deliveries.items() if d.link == link]:
+        for tag in [t for t, (_, _s, r) in self._deliveries.items() if r == link]:
             del self._deliveries[tag]
         if self._subs.get(sub.name) is not sub or self._closing or self._live is None:
             return

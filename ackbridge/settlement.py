@@ -85,6 +85,9 @@ class Ledger:
         self._outstanding: dict[int, Record] = {}
         self._next_seq = 0
         self._acked_unsent = 0
+        # ACKED records still in _outstanding: lets flush() skip scanning the
+        # whole window for acks decided out of order (O(released), not O(window)).
+        self._acked_held = 0
         self._first_buffered_at: float | None = None
 
     # ---- admission ----------------------------------------------------------
@@ -126,6 +129,7 @@ class Ledger:
             record.stale = True
         self._outstanding.clear()
         self._acked_unsent = 0
+        self._acked_held = 0
         self._first_buffered_at = None
 
     @property
@@ -167,6 +171,7 @@ class Ledger:
         if not self._conflating:
             del self._outstanding[record.seq]
             return [self._op(record)]
+        self._acked_held += 1
         return self._buffer_acks(1)
 
     def ack_through(self, record: Record) -> list[WireSettle]:
@@ -179,6 +184,7 @@ class Ledger:
             if other.state is State.PENDING:
                 other.state = State.ACKED
                 newly += 1
+        self._acked_held += newly
         if not self._conflating:
             return self._release_ordered_prefix() if self._ordered else self.flush()
         return self._buffer_acks(newly)
@@ -209,6 +215,7 @@ class Ledger:
         self._acked_unsent = 0
         self._first_buffered_at = None
         if self._ordered:
+            self._acked_held = 0  # unused in ordered mode: release walks the prefix
             return self._release_ordered_prefix()
         ops: list[WireSettle] = []
         prefix: list[Record] = []
@@ -223,10 +230,13 @@ class Ledger:
                 ops.extend(self._op(r) for r in prefix)
             for r in prefix:
                 del self._outstanding[r.seq]
-        rest = [r for r in self._outstanding.values() if r.state is State.ACKED]
-        for r in rest:
-            del self._outstanding[r.seq]
-            ops.append(self._op(r))
+        if self._acked_held > len(prefix):
+            # Some acks were decided behind a still-pending delivery: send them singly.
+            rest = [r for r in self._outstanding.values() if r.state is State.ACKED]
+            for r in rest:
+                del self._outstanding[r.seq]
+                ops.append(self._op(r))
+        self._acked_held = 0
         return ops
 
     def _release_ordered_prefix(self) -> list[WireSettle]:

@@ -87,6 +87,8 @@ class SyncSide:
         self._outq: deque[tuple[int, str, str, bytes, pika.BasicProperties, str]] = deque()
         self._backlog: deque[tuple[int, str, str, bytes, pika.BasicProperties, str]] = deque()
         self._wake_pending = False
+        self._settle_q: deque[Sequence[WireSettle]] = deque()
+        self._settle_wake_pending = False
         self._held = False
         self._inbox_name: str | None = None
         self._inbox_channel: Channel | None = None
@@ -449,12 +451,29 @@ class SyncSide:
         if self._on_io():
             self._settle_on_io(ops)
             return
+        loop = self._ioloop
+        if loop is None or self._state in ("closed", "new"):
+            raise ConnectionLostError(f"settle: {self.url.redacted} is not open; nothing was sent")
+        # Handed over without waiting (as publishes are): the caller-side check
+        # above refuses every op of an ended generation the client knows of; one
+        # that loses the race to a loss not yet seen is dropped on the I/O thread,
+        # never applied, and its message is redelivered by the broker.
+        self._settle_q.append(ops)
+        if not self._settle_wake_pending:
+            self._settle_wake_pending = True
+            loop.add_callback_threadsafe(self._drain_settles)
 
-        def run(fut: Fut[None]) -> None:
-            self._settle_on_io(ops)
-            fut.set_result(None)
-
-        self._submit(run, "settle", timeout=30)
+    def _drain_settles(self) -> None:
+        self._settle_wake_pending = False
+        queue = self._settle_q
+        while queue:
+            ops = queue.popleft()
+            try:
+                self._settle_on_io(ops)
+            except StaleDeliveryError as exc:
+                log.debug("ackbridge-rabbitmq: %s", exc)
+            except Exception:  # never let one batch stop the I/O loop
+                log.exception("ackbridge-rabbitmq: settlement failed; the broker will redeliver")
 
     def _settle_on_io(self, ops: Sequence[WireSettle]) -> None:
         # The race with a connection loss is decided here, on the I/O thread:

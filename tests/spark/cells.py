@@ -26,7 +26,8 @@ SOURCE_FAULTS = (SOURCE_FAILS_ONCE.format(mode="plain"), SOURCE_FAILS_ONCE.forma
                  SOURCE_SIGKILL, SOURCE_CUT)
 SINK_FAULTS = (SINK_REFUSED, SINK_CUT, SINK_TASK_FAILS)
 
-#: Cells that cannot run: they appear as FAILING rows in the scoreboard (declared, not skipped).
+#: Cells the broker cannot exhibit (declared in its capability table and docs): the scoreboard
+#: shows them as DECLARED GAP rows, never skips them; any other cell without a row is a FAIL row.
 DECLARED_GAPS: dict[tuple[str, str], str] = {
     ("mqtt-3.1.1", SINK_REFUSED): "cannot be forced: MQTT 3.1.1 PUBACK has no reason code (Mosquitto "
                                   "PUBACKs even what it drops)",

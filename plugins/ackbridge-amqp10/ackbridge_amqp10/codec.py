@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Hashable
 from typing import Any
 
@@ -10,18 +9,15 @@ from proton import Message
 
 from ackbridge.errors import InvalidOptionError
 from ackbridge.messages import InboundMessage, OutboundMessage
-
-#: Control characters and non-characters: RabbitMQ 3.10 ends the whole connection
-#: with a framing-error on an address holding one (measured with U+FFFE).
-_ADDRESS_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\ufdd0-\ufdef\ufffe\uffff\ud800-\udfff]")
+from ackbridge.text import forbidden_character
 
 
 def check_address(address: str) -> str:
-    """Refuse an address the broker would answer by ending the connection."""
-    found = _ADDRESS_FORBIDDEN.search(address)
-    if found is None and not any((ord(ch) & 0xFFFE) == 0xFFFE for ch in address if ord(ch) > 0xFFFF):
+    """Refuse an address RabbitMQ 3.10 answers by ending the connection (framing-error,
+    measured with U+FFFE): control characters and non-characters."""
+    bad = forbidden_character(address)
+    if bad is None:
         return address
-    bad = found.group() if found is not None else next(ch for ch in address if (ord(ch) & 0xFFFE) == 0xFFFE)
     raise InvalidOptionError(
         f"AMQP 1.0 address {address[:60]!r} contains U+{ord(bad):04X} (control character or non-character); "
         "RabbitMQ ends the connection on it")

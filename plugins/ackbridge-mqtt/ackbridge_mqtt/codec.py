@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +17,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from ackbridge.errors import InvalidOptionError
+from ackbridge.text import forbidden_character
 
 TYPES_KEY = "ackbridge-types"
 MESSAGE_ID_KEY = "ackbridge-message-id"
@@ -26,18 +26,14 @@ TIMESTAMP_KEY = "ackbridge-timestamp"
 ATTEMPT_KEY = "ackbridge-attempt"
 DEAD_LETTERED_FROM_KEY = "ackbridge-dead-lettered-from"
 _RESERVED = {TYPES_KEY, MESSAGE_ID_KEY, TIMESTAMP_KEY, ATTEMPT_KEY}
-#: What MQTT 5 forbids (U+0000) or lets a server refuse (control characters, non-characters,
-#: section 1.5.4) in a UTF-8 string, and Mosquitto 2.0 does refuse: it drops the connection,
-#: so every other publish in flight becomes unknown. paho sends them as given.
-_MQTT_FORBIDDEN = re.compile("[\x00-\x1f\x7f-\x9f\ufdd0-\ufdef\ufffe\uffff]")
-
-
 def check_mqtt_text(text: str, what: str) -> str:
-    """Refuse a string an MQTT server may reject with a dropped connection."""
-    found = _MQTT_FORBIDDEN.search(text)
-    if found is None and not any((ord(ch) & 0xFFFE) == 0xFFFE for ch in text if ord(ch) > 0xFFFF):
+    """Refuse a string an MQTT server may reject with a dropped connection: MQTT 5
+    forbids U+0000 and lets a server refuse control characters and non-characters
+    (section 1.5.4); Mosquitto 2.0 does, dropping every other publish in flight
+    with it. paho sends them as given."""
+    bad = forbidden_character(text)
+    if bad is None:
         return text
-    bad = found.group() if found is not None else next(ch for ch in text if (ord(ch) & 0xFFFE) == 0xFFFE)
     raise InvalidOptionError(
         f"{what} contains {bad!r} (U+{ord(bad):04X}), which MQTT forbids in strings (control character or "
         "non-character); Mosquitto drops the connection on it")

@@ -184,15 +184,24 @@ class LocalTransport(ThreadedAsyncSide):
 
     def _poll_loop(self, sub: _Subscription) -> None:
         idle = 0.001
+        # A lease is a write transaction (an fsync): when only a little room is
+        # free, wait one short beat for settlements to free more, so one lease
+        # serves many deliveries instead of one each. Never more than one beat:
+        # an application holding almost the whole prefetch still gets the rest.
+        low_water = max(1, min(_BATCH, sub.prefetch // 2))
+        deferred = False
         while not sub.stop.is_set():
             try:
                 self.store.reclaim_dead()
                 with self._lock:
                     room = sub.prefetch - len(sub.leased)
                     rows: list[Row] = []
-                    if room > 0:
+                    if room > 0 and (room >= low_water or deferred or not sub.leased):
                         rows = self.store.lease(sub.source, self._owner, min(room, _BATCH))
                         sub.leased.update(r.id for r in rows)
+                        deferred = False
+                    elif room > 0:
+                        deferred = True
                     generation = self._generation
             except ConnectionLostError:
                 return
@@ -200,6 +209,8 @@ class LocalTransport(ThreadedAsyncSide):
                 self.events.deliver(sub.name, _inbound(row, generation))
             if rows:
                 idle = 0.001
+            elif deferred:
+                sub.stop.wait(0.005)
             else:
                 sub.stop.wait(idle)
                 idle = min(idle * 2, self._poll_s)

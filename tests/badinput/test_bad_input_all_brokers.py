@@ -281,3 +281,10 @@ def test_bad_queue_names_give_an_error_or_an_outcome_and_the_connection_survives
         assert time.monotonic() - started < 12, "no answer in bounded time"
         queue = harness.new_queue()
         assert fresh.publish(harness.publish_target(queue), b"still works").result(timeout=15).confirmed
+    if name and ((harness.kind == "rabbitmq" and verb == "declare") or (harness.kind == "amqp10" and target == name)):
+        # Names RabbitMQ accepts ('+', 'sp ace', ...) were really declared: leave the broker clean.
+        from tests.rabbitmq.harness import delete_exchange, delete_queue
+
+        for created in (name, f"{name}.dlq"):
+            delete_queue(created)
+        delete_exchange(f"{name}.dlx")

@@ -143,13 +143,22 @@ def tls_context(options: Mapping[str, Any]) -> ssl.SSLContext:
 
 
 # ---- queues -----------------------------------------------------------------------
+def check_queue_name(queue: str) -> str:
+    """A queue ackbridge declares or consumes by name: an empty name would make
+    RabbitMQ invent one (amq.gen-...) that nobody can find again."""
+    if not queue:
+        raise InvalidOptionError("a queue name must not be empty (RabbitMQ would generate one)")
+    return check_name(queue)
+
+
 def dead_letter_names(queue: str) -> tuple[str, str]:
     """(exchange, queue) that receive *queue*'s rejected messages."""
+    check_queue_name(queue)
     return check_name(f"{queue}.dlx", "dead-letter exchange name"), check_name(f"{queue}.dlq", "dead-letter queue name")
 
 
 def queue_arguments(queue: str, options: Mapping[str, Any], *, dead_letter: bool) -> dict[str, Any]:
-    check_name(queue)
+    check_queue_name(queue)
     args: dict[str, Any] = {}
     if option(options, "queue_type") == "quorum":
         args["x-queue-type"] = "quorum"

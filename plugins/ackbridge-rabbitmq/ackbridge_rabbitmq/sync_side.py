@@ -348,7 +348,7 @@ class SyncSide:
     def subscribe(self, subscription: str, source: str, *, prefetch: int) -> None:
         # pika raises on a >255-byte name inside its I/O loop, which would end the
         # connection (and every reconnect would re-subscribe it).
-        common.check_name(source)
+        common.check_queue_name(source)
         sub = _Sub(subscription, source, prefetch)
 
         def start(fut: Fut[None]) -> None:

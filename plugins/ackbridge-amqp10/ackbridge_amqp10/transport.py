@@ -47,6 +47,7 @@ from ackbridge.errors import (
 )
 from ackbridge.messages import CONFIRMED, OutboundMessage, WireSettle, WireVerb, refused, unknown
 from ackbridge.options import OptionSpec, positive_int
+from ackbridge.text import CheckedOnce
 from ackbridge.transport import ThreadedAsyncSide, TransportEvents
 from ackbridge.urls import BrokerURL, redact
 from ackbridge_amqp10 import codec
@@ -208,7 +209,7 @@ class Amqp10Transport(ThreadedAsyncSide):
         self._deliveries: dict[int, tuple[Any, _Sub, Any]] = {}
         self._subs: dict[str, _Sub] = {}
         self._outs: dict[str, _Out] = {}
-        self._good_addresses: set[str] = set()  # checked once each, not on every publish
+        self._check_address = CheckedOnce(codec.check_address)
         self._seq_out: dict[int, _Out] = {}  # unconfirmed publish -> its sender link
         self._out_by_link: dict[Any, _Out] = {}
         self._inbox: _Inbox | None = None
@@ -669,15 +670,11 @@ class Amqp10Transport(ThreadedAsyncSide):
         if not destination:
             self.events.confirm(seq, refused("no destination address given"))
             return
-        if destination not in self._good_addresses:
-            try:
-                codec.check_address(destination)
-            except InvalidOptionError as exc:
-                self.events.confirm(seq, refused(f"not sent: {exc}"))
-                return
-            if len(self._good_addresses) >= 4096:
-                self._good_addresses.clear()
-            self._good_addresses.add(destination)
+        try:
+            self._check_address(destination)
+        except InvalidOptionError as exc:
+            self.events.confirm(seq, refused(f"not sent: {exc}"))
+            return
         try:
             self._submit(lambda: self._send(seq, destination, message))
         except ConnectionLostError as exc:

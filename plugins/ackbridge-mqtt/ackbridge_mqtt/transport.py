@@ -54,6 +54,7 @@ from ackbridge.messages import (
     unknown,
 )
 from ackbridge.options import OptionSpec, positive_int
+from ackbridge.text import CheckedOnce
 from ackbridge.transport import ThreadedAsyncSide, TransportEvents
 from ackbridge.urls import BrokerURL
 from ackbridge_mqtt import codec
@@ -411,7 +412,7 @@ class MqttTransport(ThreadedAsyncSide):
         self._pub: _Link | None = None
         self._subs: dict[str, _Link] = {}
         self._inbox: str | None = None
-        self._good_topics: set[str] = set()  # checked once each, not on every publish
+        self._check_topic = CheckedOnce(check_topic_name)
         self._opened_subs = 0
         # MQTT 3.1.1 copies cannot carry a marker: remember what this process requeued
         # so the copy still comes back flagged redelivered (bounded, in-process only).
@@ -568,17 +569,13 @@ class MqttTransport(ThreadedAsyncSide):
 
     def publish(self, seq: int, destination: str, message: OutboundMessage) -> None:
         link = self._publisher()
-        if destination not in self._good_topics:
-            try:
-                check_topic_name(destination)
-            except InvalidOptionError as exc:
-                # Mosquitto drops the connection on such a topic and paho resends the
-                # PUBLISH on every reconnect: it must never reach paho.
-                self.events.confirm(seq, refused(f"not sent: {exc}"))
-                return
-            if len(self._good_topics) >= 4096:
-                self._good_topics.clear()
-            self._good_topics.add(destination)
+        try:
+            self._check_topic(destination)
+        except InvalidOptionError as exc:
+            # Mosquitto drops the connection on such a topic and paho resends the
+            # PUBLISH on every reconnect: it must never reach paho.
+            self.events.confirm(seq, refused(f"not sent: {exc}"))
+            return
         if not self.v5 and message.headers:
             raise InvalidOptionError("MQTT 3.1.1 cannot carry headers (no user properties); use protocol=5")
         outcome: ConfirmOutcome | None = None

@@ -20,6 +20,10 @@ Contract, in short:
   ``multiple`` ack never touches another subscription's deliveries.
 * Sync methods may be called from any thread. Events may be called from any
   thread for sync transports; async transports call them on the event loop.
+  The core never holds one of its locks while it calls the transport, so a
+  transport may call events on its own I/O thread even while an application
+  thread is inside ``settle``; ``settle`` may hand ops to that thread without
+  waiting (an op that loses the race with a loss there is dropped, not applied).
 * ``publish`` does not wait for the confirm: it reports it later, exactly once
   per ``seq``, through ``events.confirm(seq, outcome)``.
 """

@@ -8,10 +8,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ackbridge.capabilities import Capabilities
 from ackbridge.errors import InvalidOptionError
 from ackbridge.labels import BROKER_PERSISTED, REQUESTED_ACKS_HEADER, check_request, requested_labels
 from ackbridge.messages import InboundMessage, OutboundMessage
 from ackbridge.settlement import Record, State
+from ackbridge.transport import Transport
 
 _INT64 = (-(2**63), 2**63 - 1)
 _HEADER_SCALARS = (str, bytes, bool, int, float, type(None))
@@ -115,6 +117,21 @@ def drop_older_than(ready: deque[Any], generation: int) -> None:
     kept = [d for d in ready if d.generation >= generation]
     ready.clear()
     ready.extend(kept)
+
+
+class ConnectionBase:
+    """What the sync and async connections share: the live capability table."""
+
+    _transport: Transport
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The adapter's verb table; read live, as a transport may refine it on connect."""
+        return self._transport.capabilities
+
+    @property
+    def broker(self) -> str:
+        return self._transport.capabilities.broker
 
 
 class DeliveryBase:

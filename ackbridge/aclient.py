@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 from ackbridge import labels as labels_mod
-from ackbridge._base import DeliveryBase, drop_older_than, next_flush_wait, prepare_publish
-from ackbridge.capabilities import Capabilities, Verb
+from ackbridge._base import ConnectionBase, DeliveryBase, drop_older_than, next_flush_wait, prepare_publish
+from ackbridge.capabilities import Verb
 from ackbridge.client import _consumer_options, _needs_inbox, _publisher_options, _reply_for
 from ackbridge.errors import AckbridgeError, InvalidLabelError
 from ackbridge.labels import AckCollector, AggregatedAcks, LabelAck, check_request
@@ -345,7 +345,7 @@ class AsyncPublisher:
         return True
 
 
-class AsyncConnection:
+class AsyncConnection(ConnectionBase):
     def __init__(self, url: BrokerURL, transport_type: type[Transport], options: Mapping[str, Any],
                  transport_options: Mapping[str, Any]) -> None:
         self.url = url
@@ -363,15 +363,6 @@ class AsyncConnection:
         self._collectors: dict[str, AckCollector] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """The adapter's verb table; read live, as a transport may refine it on connect."""
-        return self._transport.capabilities
-
-    @property
-    def broker(self) -> str:
-        return self._transport.capabilities.broker
 
     def __repr__(self) -> str:
         return f"<ackbridge.AsyncConnection {self.url.redacted}>"

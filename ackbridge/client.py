@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ackbridge import labels as labels_mod
-from ackbridge._base import DeliveryBase, drop_older_than, next_flush_wait, prepare_publish
-from ackbridge.capabilities import Capabilities, Verb
+from ackbridge._base import ConnectionBase, DeliveryBase, drop_older_than, next_flush_wait, prepare_publish
+from ackbridge.capabilities import Verb
 from ackbridge.errors import AckbridgeError, InvalidLabelError
 from ackbridge.labels import AckCollector, AggregatedAcks, LabelAck, check_request
 from ackbridge.messages import ConfirmOutcome, InboundMessage, WireSettle, WireVerb, unknown
@@ -451,7 +451,7 @@ def _needs_inbox(requested: Iterable[str] | None) -> bool:
     return requested is not None and any(label != labels_mod.BROKER_PERSISTED for label in requested)
 
 
-class Connection:
+class Connection(ConnectionBase):
     """One broker connection (one transport). Use as a context manager."""
 
     def __init__(self, url: BrokerURL, transport_type: type[Transport], options: Mapping[str, Any],
@@ -468,15 +468,6 @@ class Connection:
         self._collect_cond = threading.Condition()
         self._collectors: dict[str, AckCollector] = {}
         self._closed = False
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """The adapter's verb table; read live, as a transport may refine it on connect."""
-        return self._transport.capabilities
-
-    @property
-    def broker(self) -> str:
-        return self._transport.capabilities.broker
 
     def __repr__(self) -> str:
         return f"<ackbridge.Connection {self.url.redacted}>"

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ackbridge.capabilities import Capabilities
+from ackbridge.capabilities import Capabilities, Verb
 from ackbridge.errors import InvalidOptionError
 from ackbridge.labels import BROKER_PERSISTED, REQUESTED_ACKS_HEADER, check_request, requested_labels
-from ackbridge.messages import InboundMessage, OutboundMessage
+from ackbridge.messages import InboundMessage, OutboundMessage, WireVerb
 from ackbridge.settlement import Record, State
 from ackbridge.transport import Transport
+
+log = logging.getLogger("ackbridge")
 
 _INT64 = (-(2**63), 2**63 - 1)
 _HEADER_SCALARS = (str, bytes, bool, int, float, type(None))
@@ -117,6 +120,36 @@ def drop_older_than(ready: deque[Any], generation: int) -> None:
     kept = [d for d in ready if d.generation >= generation]
     ready.clear()
     ready.extend(kept)
+
+
+HANDLER_OWNS = ("this consumer hands every delivery to its handler; get() and iteration are for a consumer "
+                 "made without handler=")
+FAILED_VERB_TEXT = {
+    WireVerb.REJECT: "rejected it (dead-lettered)",
+    WireVerb.REQUEUE: "requeued it (this broker cannot reject)",
+    None: "left it unsettled (settled already, stale, or neither reject nor requeue is possible)",
+}
+
+
+def failed_handler_verb(capabilities: Capabilities, delivery: DeliveryBase) -> WireVerb | None:
+    """What a handler's exception does to its unsettled delivery: reject, as a
+    poison message must not loop; requeue where the broker cannot reject."""
+    if delivery.settled or delivery.stale:
+        return None
+    if capabilities.support(Verb.REJECT).available:
+        return WireVerb.REJECT
+    if capabilities.support(Verb.REQUEUE).available:
+        return WireVerb.REQUEUE
+    return None
+
+
+def handler_failed(capabilities: Capabilities, source: str, delivery: DeliveryBase) -> WireVerb | None:
+    """Log a handler's exception (call from its ``except``) and say what to do
+    with its delivery (see :func:`failed_handler_verb`)."""
+    verb = failed_handler_verb(capabilities, delivery)
+    log.exception("ackbridge handler raised on a message from %r (id %r); %s", source, delivery.message_id,
+                  FAILED_VERB_TEXT[verb])
+    return verb
 
 
 class ConnectionBase:

@@ -7,19 +7,29 @@ before they touch any state here.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
+import logging
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from ackbridge import labels as labels_mod
-from ackbridge._base import ConnectionBase, DeliveryBase, drop_older_than, next_flush_wait, prepare_publish
+from ackbridge._base import (
+    HANDLER_OWNS,
+    ConnectionBase,
+    DeliveryBase,
+    drop_older_than,
+    handler_failed,
+    next_flush_wait,
+    prepare_publish,
+)
 from ackbridge.capabilities import Verb
 from ackbridge.client import _consumer_options, _needs_inbox, _publisher_options, _reply_for
-from ackbridge.errors import AckbridgeError, InvalidLabelError
+from ackbridge.errors import AckbridgeError, ConfigurationError, InvalidLabelError, InvalidOptionError
 from ackbridge.labels import AckCollector, AggregatedAcks, LabelAck, check_request
 from ackbridge.messages import ConfirmOutcome, InboundMessage, WireSettle, WireVerb, unknown
 from ackbridge.settlement import Ledger, Record
@@ -27,6 +37,12 @@ from ackbridge.transport import Transport
 from ackbridge.urls import BrokerURL
 
 _NO_ANSWER = "no answer from the broker within confirm_timeout"
+
+log = logging.getLogger("ackbridge")
+
+#: What a handler consumer is given: a function called with each delivery; it may
+#: return an awaitable (an ``async def`` handler), which is awaited.
+AsyncHandler = Callable[["AsyncDelivery"], Awaitable[object] | object]
 
 
 class AsyncConfirm:
@@ -125,9 +141,13 @@ class AsyncDelivery(DeliveryBase):
 
 
 class AsyncConsumer:
+    """Deliveries from one source. Iterate it, or await :meth:`get`; or, when it
+    was made with a ``handler``, the handler is awaited with each delivery."""
+
     def __init__(self, connection: AsyncConnection, subscription: str, source: str, ledger: Ledger,
-                 conflate_ms: float) -> None:
+                 conflate_ms: float, handler: AsyncHandler | None = None) -> None:
         self._connection = connection
+        self._handler = handler
         self.subscription = subscription
         self.source = source
         self._ledger = ledger
@@ -138,8 +158,17 @@ class AsyncConsumer:
         self._timer: asyncio.Task[None] | None = None
         if conflate_ms > 0:
             self._timer = asyncio.get_running_loop().create_task(self._flush_on_time())
+        self._runner: asyncio.Task[None] | None = None
+        if handler is not None:
+            self._runner = asyncio.get_running_loop().create_task(self._run_handler(handler))
 
     async def get(self, timeout: float | None = None) -> AsyncDelivery | None:
+        """The next delivery, or None when *timeout* passes (or the consumer closes)."""
+        if self._handler is not None:
+            raise ConfigurationError(HANDLER_OWNS)
+        return await self._next(timeout)
+
+    async def _next(self, timeout: float | None) -> AsyncDelivery | None:
         end = None if timeout is None else time.monotonic() + timeout
         while not self._ready:
             if self._closed:
@@ -186,6 +215,8 @@ class AsyncConsumer:
         self._arrived.set()
         if self._timer is not None:
             self._timer.cancel()
+        # The handler runner sees the closed flag and ends by itself (close() may be
+        # awaited from inside the handler, so it is never awaited here).
         await self._connection._drop_consumer(self)
 
     async def __aenter__(self) -> AsyncConsumer:
@@ -220,6 +251,24 @@ class AsyncConsumer:
             return
         self._ready.append(AsyncDelivery(admission.record, self._connection.broker, self))
         self._arrived.set()
+
+    async def _run_handler(self, handler: AsyncHandler) -> None:
+        # One delivery at a time, in arrival order, as the sync twin does.
+        while True:
+            delivery = await self._next(None)
+            if delivery is None:
+                return
+            try:
+                result = handler(delivery)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                verb = handler_failed(self._connection.capabilities, self.source, delivery)
+                if verb is not None:
+                    try:
+                        await self._settle(delivery, verb)
+                    except AckbridgeError as exc:
+                        log.warning("ackbridge could not settle the failed message: %s", exc)
 
     async def _send_locked(self, ops: list[WireSettle]) -> None:
         async with self._send_lock:
@@ -391,7 +440,13 @@ class AsyncConnection(ConnectionBase):
         await self._transport.declare_queue_async(name, dead_letter=dead_letter)
 
     async def consume(self, source: str, *, prefetch: int | None = None, conflate_count: int | None = None,
-                      conflate_ms: float | None = None, max_deliveries: int | None = None) -> AsyncConsumer:
+                      conflate_ms: float | None = None, max_deliveries: int | None = None,
+                      handler: AsyncHandler | None = None) -> AsyncConsumer:
+        """Subscribe to *source*; see :meth:`ackbridge.client.Connection.consume`. With
+        *handler*, it is called with each delivery, one at a time in arrival order, on
+        the event loop, and what it returns is awaited if it is awaitable."""
+        if handler is not None and not callable(handler):
+            raise InvalidOptionError(f"handler must be callable, not {type(handler).__name__}")
         opts = _consumer_options(self._options, prefetch, conflate_count, conflate_ms, max_deliveries)
         if opts["max_deliveries"] is not None:
             self.capabilities.require(Verb.DELIVERY_COUNT)
@@ -399,7 +454,7 @@ class AsyncConnection(ConnectionBase):
         subscription = f"sub-{uuid.uuid4().hex[:12]}"
         ledger = Ledger(subscription, self.capabilities, conflate_count=opts["conflate_count"],
                         conflate_ms=opts["conflate_ms"], max_deliveries=opts["max_deliveries"])
-        consumer = AsyncConsumer(self, subscription, source, ledger, opts["conflate_ms"])
+        consumer = AsyncConsumer(self, subscription, source, ledger, opts["conflate_ms"], handler)
         self._consumers[subscription] = consumer
         await self._transport.subscribe_async(subscription, source, prefetch=opts["prefetch"])
         return consumer

@@ -7,6 +7,7 @@ thread. Transport events arrive on the transport's own thread(s).
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 import uuid
@@ -15,14 +16,27 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ackbridge import labels as labels_mod
-from ackbridge._base import ConnectionBase, DeliveryBase, drop_older_than, next_flush_wait, prepare_publish
+from ackbridge._base import (
+    HANDLER_OWNS,
+    ConnectionBase,
+    DeliveryBase,
+    drop_older_than,
+    handler_failed,
+    next_flush_wait,
+    prepare_publish,
+)
 from ackbridge.capabilities import Verb
-from ackbridge.errors import AckbridgeError, InvalidLabelError
+from ackbridge.errors import AckbridgeError, ConfigurationError, InvalidLabelError, InvalidOptionError
 from ackbridge.labels import AckCollector, AggregatedAcks, LabelAck, check_request
 from ackbridge.messages import ConfirmOutcome, InboundMessage, WireSettle, WireVerb, unknown
 from ackbridge.settlement import Ledger, Record
 from ackbridge.transport import Transport
 from ackbridge.urls import BrokerURL
+
+log = logging.getLogger("ackbridge")
+
+#: What a handler consumer is given: a function called with each delivery.
+Handler = Callable[["Delivery"], object]
 
 
 class Confirm:
@@ -117,7 +131,9 @@ class Delivery(DeliveryBase):
     __slots__ = ("_consumer",)
 
     def __init__(self, record: Record, broker: str, consumer: Consumer) -> None:
-        super().__init__(record, broker)
+        # Slots set here rather than through super().__init__: one call less per message.
+        self._record = record
+        self.broker = broker
         self._consumer = consumer
 
     def ack(self) -> None:
@@ -138,11 +154,16 @@ class Delivery(DeliveryBase):
 
 
 class Consumer:
-    """Deliveries from one source. Iterate it, or call :meth:`get`."""
+    """Deliveries from one source. Iterate it, or call :meth:`get`; or, when it
+    was made with a ``handler``, the handler is called with each delivery."""
 
     def __init__(self, connection: Connection, subscription: str, source: str, ledger: Ledger,
-                 conflate_ms: float) -> None:
+                 conflate_ms: float, handler: Handler | None = None) -> None:
         self._connection = connection
+        self._handler = handler
+        # The thread running the handler right now (the transport's): close() from
+        # inside the handler must not wait for that thread to unsubscribe.
+        self._handler_thread: int | None = None
         self.subscription = subscription
         self.source = source
         self._ledger = ledger
@@ -165,6 +186,8 @@ class Consumer:
     # ---- application side ---------------------------------------------------
     def get(self, timeout: float | None = None) -> Delivery | None:
         """The next delivery, or None when *timeout* passes (or the consumer closes)."""
+        if self._handler is not None:
+            raise ConfigurationError(HANDLER_OWNS)
         ready = self._ready
         if ready:
             try:
@@ -220,6 +243,15 @@ class Consumer:
             self._closed = True
             self._ready.clear()
             self._cond.notify_all()
+        if self._handler_thread == threading.get_ident():
+            # Called by the handler on the transport's thread, which the unsubscribe
+            # below may wait for: finish on another thread.
+            threading.Thread(target=self._finish_close, name=f"ackbridge-close-{self.subscription}",
+                             daemon=True).start()
+            return
+        self._finish_close()
+
+    def _finish_close(self) -> None:
         try:
             self._push()
         except AckbridgeError:
@@ -264,13 +296,16 @@ class Consumer:
                 return
             try:
                 # Only the holder of _send_lock pops, so len() items are there to take.
-                ops = [outbox.popleft() for _ in range(len(outbox))]
+                count = len(outbox)
+                ops = [outbox.popleft()] if count == 1 else [outbox.popleft() for _ in range(count)]
                 if ops:
                     self._connection._transport.settle(ops)
             finally:
                 self._send_lock.release()
 
     def _on_message(self, message: InboundMessage) -> None:
+        handler = self._handler
+        delivery: Delivery | None = None
         with self._lock:
             if self._closed:
                 return
@@ -280,11 +315,31 @@ class Consumer:
                 drop_older_than(self._ready, message.generation)
             self._queue(admission.reject)
             if admission.record is not None:
-                self._ready.append(Delivery(admission.record, self._connection.broker, self))
-                if self._getters:
-                    self._cond.notify()
+                delivery = Delivery(admission.record, self._connection.broker, self)
+                if handler is None:
+                    self._ready.append(delivery)
+                    if self._getters:
+                        self._cond.notify()
         if admission.reject:
             self._push(wait=False)
+        if handler is not None and delivery is not None:
+            self._call_handler(handler, delivery)
+
+    def _call_handler(self, handler: Handler, delivery: Delivery) -> None:
+        # On the transport's thread, in delivery order, no lock held: the handler
+        # may settle at once (the transport takes settlements from its own thread).
+        self._handler_thread = threading.get_ident()
+        try:
+            handler(delivery)
+        except Exception:
+            verb = handler_failed(self._connection.capabilities, self.source, delivery)
+            if verb is not None:
+                try:
+                    self._settle(delivery, verb)
+                except AckbridgeError as exc:
+                    log.warning("ackbridge could not settle the failed message: %s", exc)
+        finally:
+            self._handler_thread = None
 
     def _on_generation_end(self, generation: int) -> None:
         with self._lock:
@@ -497,7 +552,17 @@ class Connection(ConnectionBase):
         self._transport.declare_queue(name, dead_letter=dead_letter)
 
     def consume(self, source: str, *, prefetch: int | None = None, conflate_count: int | None = None,
-                conflate_ms: float | None = None, max_deliveries: int | None = None) -> Consumer:
+                conflate_ms: float | None = None, max_deliveries: int | None = None,
+                handler: Handler | None = None) -> Consumer:
+        """Subscribe to *source*. Without *handler*, take deliveries with get() or by
+        iterating. With it, ``handler(delivery)`` is called for each delivery, one at
+        a time in arrival order, on the transport's own thread (no hand-off between
+        threads: the fastest way to consume). The handler settles the delivery (now
+        or later, from any thread) and must return quickly: while it runs, this
+        connection's I/O waits. If it raises, its unsettled delivery is rejected
+        (dead-lettered), or requeued where the broker cannot reject."""
+        if handler is not None and not callable(handler):
+            raise InvalidOptionError(f"handler must be callable, not {type(handler).__name__}")
         opts = _consumer_options(self._options, prefetch, conflate_count, conflate_ms, max_deliveries)
         if opts["max_deliveries"] is not None:
             self.capabilities.require(Verb.DELIVERY_COUNT)
@@ -505,7 +570,7 @@ class Connection(ConnectionBase):
         subscription = f"sub-{uuid.uuid4().hex[:12]}"
         ledger = Ledger(subscription, self.capabilities, conflate_count=opts["conflate_count"],
                         conflate_ms=opts["conflate_ms"], max_deliveries=opts["max_deliveries"])
-        consumer = Consumer(self, subscription, source, ledger, opts["conflate_ms"])
+        consumer = Consumer(self, subscription, source, ledger, opts["conflate_ms"], handler)
         with self._lock:
             self._consumers[subscription] = consumer
         self._transport.subscribe(subscription, source, prefetch=opts["prefetch"])

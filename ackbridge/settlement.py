@@ -106,6 +106,12 @@ class Ledger:
     def receive(self, message: InboundMessage) -> Admission:
         """Admit *message* and apply the poison policy (``max_deliveries``)."""
         previous = self._generation
+        if message.generation == previous and self._max_deliveries is None:
+            # The per-message path: same generation, no poison policy to apply.
+            self._next_seq += 1
+            fresh = Record(message, self._next_seq)
+            self._outstanding[fresh.seq] = fresh
+            return Admission(fresh, [], False)
         record = self.admit(message)
         new_generation = record is not None and (previous is None or message.generation > previous)
         if record is None:

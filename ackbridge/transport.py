@@ -24,6 +24,9 @@ Contract, in short:
   transport may call events on its own I/O thread even while an application
   thread is inside ``settle``; ``settle`` may hand ops to that thread without
   waiting (an op that loses the race with a loss there is dropped, not applied).
+  ``settle`` may be called on the transport's own thread from inside
+  ``events.deliver`` (a handler consumer acks there): it must not wait for that
+  thread then.
 * ``publish`` does not wait for the confirm: it reports it later, exactly once
   per ``seq``, through ``events.confirm(seq, outcome)``.
 """

@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/rabbitmq_bench.py --n 100000
 
 Measures: publish with confirms (ackbridge vs raw pika SelectConnection with
-async confirms, same window), consume with acks (ackbridge conflated vs raw
+async confirms, same window; --rounds runs of each, alternated, each into an
+emptied queue, medians compared), consume with acks (ackbridge conflated vs raw
 pika with ``multiple`` acks, same prefetch), a naive per-message blocking
 confirm loop (fewer messages, extrapolated), and peak RSS at two N values.
 """
@@ -11,6 +12,7 @@ confirm loop (fewer messages, extrapolated), and peak RSS at two N values.
 from __future__ import annotations
 
 import argparse
+import statistics
 import threading
 import time
 import uuid
@@ -35,20 +37,27 @@ def declare(name: str) -> None:
         conn.channel().queue_declare(name, durable=True)
 
 
+def purge(name: str) -> None:
+    with pika.BlockingConnection(params()) as conn:
+        conn.channel().queue_purge(name)
+
+
 def delete(name: str) -> None:
     with pika.BlockingConnection(params()) as conn:
         conn.channel().queue_delete(name)
 
 
 def raw_publish(queue: str, n: int, window: int) -> float:
-    """Best-effort raw pika: SelectConnection, async confirms, `window` in flight."""
+    """Best-effort raw pika: SelectConnection, async confirms, `window` in flight,
+    one properties object for every message (nothing per message varies)."""
     state = {"sent": 0, "acked": 0, "t0": 0.0, "t1": 0.0}
     ch_holder: list[Any] = []
+    props = pika.BasicProperties(delivery_mode=2)
 
     def pump() -> None:
         ch = ch_holder[0]
         while state["sent"] < n and state["sent"] - state["acked"] < window:
-            ch.basic_publish("", queue, BODY, pika.BasicProperties(delivery_mode=2))
+            ch.basic_publish("", queue, BODY, props)
             state["sent"] += 1
 
     def on_ack(frame: Any) -> None:
@@ -155,25 +164,51 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=1000)
     ap.add_argument("--prefetch", type=int, default=1000)
     ap.add_argument("--conflate", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="publish, consume and naive runs of each side, alternated (median shown)")
     args = ap.parse_args()
     n = args.n
     queue = f"ab-bench-{uuid.uuid4().hex[:8]}"
     declare(queue)
     rows: list[tuple[str, str]] = []
     try:
-        raw_p = raw_publish(queue, n, args.window)
-        ab_p = ab_publish(queue, n, args.window)
-        rows += [("raw pika publish+confirms (msg/s)", f"{raw_p:,.0f}"),
-                 ("ackbridge publish+confirms (msg/s)", f"{ab_p:,.0f}"),
+        # Alternated, each into an empty queue, median of --rounds each: one run of
+        # each side was at the mercy of whatever else the machine did meanwhile.
+        raws: list[float] = []
+        abs_: list[float] = []
+        for _ in range(args.rounds):
+            purge(queue)
+            raws.append(raw_publish(queue, n, args.window))
+            purge(queue)
+            abs_.append(ab_publish(queue, n, args.window))
+        raw_p, ab_p = statistics.median(raws), statistics.median(abs_)
+        each = f" (median of {args.rounds})" if args.rounds > 1 else ""
+        rows += [(f"raw pika publish+confirms (msg/s){each}", f"{raw_p:,.0f}"),
+                 (f"ackbridge publish+confirms (msg/s){each}", f"{ab_p:,.0f}"),
                  ("  ratio ackbridge/raw", f"{ab_p / raw_p:.2f}")]
-        raw_c = raw_consume(queue, n, args.prefetch, args.conflate)
-        ab_c = ab_consume(queue, n, args.prefetch, args.conflate)
-        rows += [("raw pika consume, multiple acks (msg/s)", f"{raw_c:,.0f}"),
-                 ("ackbridge consume, conflated acks (msg/s)", f"{ab_c:,.0f}"),
+        if args.rounds > 1:
+            rows += [("  rounds raw (msg/s)", " ".join(f"{r:,.0f}" for r in raws)),
+                     ("  rounds ackbridge (msg/s)", " ".join(f"{r:,.0f}" for r in abs_))]
+        # Consume alternated too, median of --rounds each; every run drains N (the last
+        # ackbridge publish round left N in the queue, each run after refills it).
+        raw_cs: list[float] = []
+        ab_cs: list[float] = []
+        for r in range(args.rounds):
+            if r:
+                fill(queue, n)
+            raw_cs.append(raw_consume(queue, n, args.prefetch, args.conflate))
+            fill(queue, n)
+            ab_cs.append(ab_consume(queue, n, args.prefetch, args.conflate))
+        raw_c, ab_c = statistics.median(raw_cs), statistics.median(ab_cs)
+        rows += [(f"raw pika consume, multiple acks (msg/s){each}", f"{raw_c:,.0f}"),
+                 (f"ackbridge consume, conflated acks (msg/s){each}", f"{ab_c:,.0f}"),
                  ("  ratio ackbridge/raw", f"{ab_c / raw_c:.2f}")]
+        if args.rounds > 1:
+            rows += [("  rounds raw (msg/s)", " ".join(f"{r:,.0f}" for r in raw_cs)),
+                     ("  rounds ackbridge (msg/s)", " ".join(f"{r:,.0f}" for r in ab_cs))]
         naive_n = max(200, min(2000, n // 50))
-        naive = naive_publish(queue, naive_n)
-        rows += [(f"naive blocking confirm per msg (msg/s, {naive_n} msgs)", f"{naive:,.0f}"),
+        naive = statistics.median(naive_publish(queue, naive_n) for _ in range(args.rounds))
+        rows += [(f"naive blocking confirm per msg (msg/s, {naive_n} msgs){each}", f"{naive:,.0f}"),
                  ("  extrapolated time for N (s)", f"{n / naive:.1f}"),
                  ("  ackbridge speed-up vs naive", f"{ab_p / naive:.1f}x")]
         for size in (max(n // 5, 1000), n):

@@ -28,7 +28,7 @@ BENCHES = [
     ("RabbitMQ (issue 3)", "rabbitmq_bench.py", ["--n", "100000"], ["--n", "20000"]),
     ("MQTT (issue 5)", "mqtt_bench.py", ["--n", "20000"], ["--n", "5000"]),
     ("AMQP 1.0 (issue 6)", "amqp10_bench.py", ["--count", "20000"], ["--count", "5000"]),
-    ("Spark connector (issue 4)", "spark_bench.py", ["--messages", "100000", "--batch", "25000"],
+    ("Spark connector (issue 4)", "spark_bench.py", ["--messages", "100000,300000", "--batch", "25000"],
      ["--messages", "20000", "--batch", "5000"]),
     ("Spark source scaling (issue 7)", "spark_scaling.py", ["--png", str(DOCS / "spark_scaling.png")],
      ["--quick", "--png", str(DOCS / "spark_scaling.png")]),

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 HERE = Path(__file__).resolve().parent

@@ -7,6 +7,8 @@ export CI=${CI:-true}
 bash scripts/setup.sh
 bash scripts/brokers.sh
 export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
+# Spark binds its driver to the first non-loopback address otherwise; tests talk to loopback only.
+export SPARK_LOCAL_IP=127.0.0.1
 echo "[test] ruff"
 .venv/bin/ruff check .
 echo "[test] mypy --strict (core)"

@@ -8,6 +8,8 @@ import socket
 import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+# Spark would bind its driver to the first non-loopback address; tests send traffic to loopback only.
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
 def require_port(port: int, what: str, host: str = "127.0.0.1") -> None:

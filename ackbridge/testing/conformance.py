@@ -19,16 +19,23 @@ the clear :class:`~ackbridge.errors.UnsupportedVerbError` is raised instead.
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from ackbridge.capabilities import Level, Verb
-from ackbridge.errors import AlreadySettledError, InvalidLabelError, StaleDeliveryError, UnsupportedVerbError
+from ackbridge.errors import (
+    AlreadySettledError,
+    ConfigurationError,
+    InvalidLabelError,
+    StaleDeliveryError,
+    UnsupportedVerbError,
+)
 from ackbridge.messages import ConfirmStatus
 from ackbridge.settlement import State
 from ackbridge.testing.harness import BrokerHarness, eventually
@@ -39,6 +46,23 @@ GET_TIMEOUT = 15.0
 
 def _body(tag: str) -> bytes:
     return f"{tag}-{uuid.uuid4().hex[:8]}".encode()
+
+
+def _in_turn(*steps: Callable[[], Any]) -> Any:
+    """Call each step in order. The async twin's verbs return awaitables: then
+    return one coroutine awaiting them in order (an async handler's body)."""
+    first = steps[0]()
+    if not inspect.isawaitable(first):
+        for step in steps[1:]:
+            step()
+        return None
+
+    async def rest() -> None:
+        await first
+        for step in steps[1:]:
+            await step()
+
+    return rest()
 
 
 class ConformanceSuite:
@@ -155,6 +179,69 @@ class ConformanceSuite:
         d3.ack()
         d1.ack()
         d2.ack()
+        self.broker_counts(harness, queue, ready=0, unacked=0)
+
+    # ---- handler consumers -------------------------------------------------------------
+    def test_handler_settles_every_delivery_in_order(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue()
+        bodies = [_body("handler") for _ in range(20)]
+        self.publish_all(conn, harness, queue, bodies)
+        seen: list[bytes] = []
+
+        def handler(delivery: Any) -> Any:
+            seen.append(delivery.body)
+            return delivery.ack()  # the async twin awaits what the handler returns
+
+        consumer = conn.consume(queue, prefetch=10, handler=handler)
+        eventually(lambda: len(seen) == len(bodies), message="every delivery handled")
+        assert seen == bodies
+        self.broker_counts(harness, queue, ready=0, unacked=0)
+        with pytest.raises(ConfigurationError, match="handler"):
+            consumer.get(timeout=0.1)
+        consumer.close()
+
+    def test_handler_exception_rejects_its_delivery(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue(dead_letter=True)
+        poison, good = _body("poison"), _body("good")
+        self.publish_all(conn, harness, queue, [poison, good])
+        can_reject = conn.capabilities.support(Verb.REJECT).available
+        seen: list[bytes] = []
+
+        def handler(delivery: Any) -> Any:
+            seen.append(delivery.body)
+            if delivery.body == poison and (can_reject or not delivery.redelivered):
+                raise ValueError("cannot handle this one")
+            return delivery.ack()
+
+        consumer = conn.consume(queue, prefetch=10, handler=handler)
+        if can_reject:
+            eventually(lambda: harness.dead_lettered(queue) == [poison], message="poison dead-lettered")
+            assert seen == [poison, good]
+        else:  # requeued instead: handled again, then acked
+            eventually(lambda: seen.count(poison) == 2, message="poison requeued and handled again")
+        self.broker_counts(harness, queue, ready=0, unacked=0)
+        consumer.close()
+
+    def test_handler_may_close_its_own_consumer(self, conn: Any, harness: BrokerHarness) -> None:
+        queue = harness.new_queue()
+        bodies = [_body("stop") for _ in range(5)]
+        handled: list[bytes] = []
+        holder: list[Any] = []
+
+        def handler(delivery: Any) -> Any:
+            handled.append(delivery.body)
+            return _in_turn(delivery.ack, holder[0].close)
+
+        consumer = conn.consume(queue, prefetch=10, handler=handler)
+        holder.append(unwrap(consumer))  # the consumer itself, not the test's facade
+        self.publish_all(conn, harness, queue, bodies)
+        eventually(lambda: handled, message="the first delivery handled")
+        time.sleep(0.3)  # no delivery is handed to a closed consumer's handler
+        assert handled == bodies[:1]
+        rest = self.get_n(conn.consume(queue, prefetch=10), 4)
+        assert sorted(d.body for d in rest) == sorted(bodies[1:])
+        for d in rest:
+            d.ack()
         self.broker_counts(harness, queue, ready=0, unacked=0)
 
     # ---- refused settlements ------------------------------------------------------------

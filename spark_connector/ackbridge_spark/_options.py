@@ -27,6 +27,7 @@ _OWN = {
 #: Options Spark itself puts into a writer's/reader's map: never broker options.
 _SPARK = {"checkpointlocation", "queryname", "outputmode", "path", "trigger", "mergeschema"}
 _DESTINATION_KEYS = ("queue", "topic", "address")
+MAX_DEFAULT_PREFETCH = 65535
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -113,7 +114,10 @@ def parse(options: Mapping[str, str]) -> ConnectorOptions:
         raise InvalidOptionError("the ackbridge data source needs option 'queue' (or 'topic' / 'address')")
     url = _with_credentials(url, opts.get("username"), opts.get("password"))
     max_rows = _int(opts, "maxrecordsperbatch", 1000)
-    prefetch = _int(opts, "prefetch", max(100, 2 * max_rows))
+    # Twice the batch keeps the next batch arriving while one is in Spark; capped at
+    # 65535, the largest prefetch AMQP 0-9-1 (a 16-bit basic.qos) and MQTT (receive
+    # maximum) can carry, so a large maxRecordsPerBatch alone never asks for more.
+    prefetch = _int(opts, "prefetch", min(MAX_DEFAULT_PREFETCH, max(100, 2 * max_rows)))
     confirm_raw = opts.get("confirmtimeout")
     try:
         confirm_timeout = float(confirm_raw) if confirm_raw else None

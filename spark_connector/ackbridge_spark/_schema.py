@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -57,28 +57,53 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def _headers(headers: Mapping[str, Any]) -> list[tuple[str, str | None]]:
-    return [(str(k), _text(v)) for k, v in headers.items()]
+_HEADERS_TYPE = ARROW_SCHEMA.field("headers").type
+_TIMESTAMP_TYPE = ARROW_SCHEMA.field("timestamp").type
+
+
+def _headers_array(messages: Sequence[Any]) -> pa.Array:
+    # Flattened keys/values plus offsets: most messages carry no headers, and
+    # the per-row list of pairs pa.array() would need costs more than the rest.
+    offsets = [0]
+    keys: list[str] = []
+    values: list[str | None] = []
+    total = 0
+    for m in messages:
+        headers = m.headers
+        if headers:
+            for k, v in headers.items():
+                keys.append(str(k))
+                values.append(_text(v))
+            total += len(headers)
+        offsets.append(total)
+    return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(keys, pa.string()),
+                                   pa.array(values, pa.string()), type=_HEADERS_TYPE)
 
 
 def to_record_batch(rows: Sequence[tuple[int, Any]]) -> pa.RecordBatch:
-    """Build one record batch from ``(offset, delivery)`` pairs (deliveries duck-typed)."""
-    cols: dict[str, list[Any]] = {f.name: [] for f in ARROW_SCHEMA}
-    for offset, d in rows:
-        cols["body"].append(bytes(d.body))
-        cols["key"].append(d.routing_key)
-        cols["topic"].append(d.source)
-        cols["routing_key"].append(d.routing_key)
-        cols["headers"].append(_headers(d.headers))
-        cols["message_id"].append(d.message_id)
-        cols["correlation_id"].append(d.correlation_id)
-        ts = d.timestamp
-        cols["timestamp"].append(None if ts is None else int(float(ts) * 1_000_000))
-        cols["redelivered"].append(bool(d.redelivered))
-        cols["delivery_count"].append(d.delivery_count)
-        cols["broker"].append(d.broker)
-        cols["offset"].append(offset)
-    arrays = [pa.array(cols[f.name], type=f.type) for f in ARROW_SCHEMA]
+    """Build one record batch from ``(offset, delivery)`` pairs (deliveries duck-typed).
+
+    Column by column from the received messages (a delivery's ``_message``, or
+    the delivery itself when it has none): this runs on the driver, in the
+    critical path of every micro-batch, and per-row Python work is its cost.
+    """
+    messages = [getattr(d, "_message", d) for _, d in rows]
+    routing_key = pa.array([m.routing_key for m in messages], pa.string())
+    timestamps = [m.timestamp for m in messages]
+    arrays = [
+        pa.array([m.body for m in messages], pa.binary()),
+        routing_key,  # key
+        pa.array([m.source for m in messages], pa.string()),
+        routing_key,
+        _headers_array(messages),
+        pa.array([m.message_id for m in messages], pa.string()),
+        pa.array([m.correlation_id for m in messages], pa.string()),
+        pa.array([None if ts is None else int(float(ts) * 1_000_000) for ts in timestamps], _TIMESTAMP_TYPE),
+        pa.array([bool(m.redelivered) for m in messages], pa.bool_()),
+        pa.array([m.delivery_count for m in messages], pa.int32()),
+        pa.array([d.broker for _, d in rows], pa.string()),
+        pa.array([offset for offset, _ in rows], pa.int64()),
+    ]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 

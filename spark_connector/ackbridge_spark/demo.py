@@ -45,6 +45,7 @@ def demo(
     console = Console()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a local[*] job needs no other interface
     work = workdir or Path(tempfile.mkdtemp(prefix="ackbridge-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     broker_url = url or f"local://{work.resolve() / 'broker.db'}"

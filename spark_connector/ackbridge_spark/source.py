@@ -38,6 +38,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from ackbridge.capabilities import Verb
 from ackbridge.errors import AckbridgeError, ConnectionLostError, SettlementError
 from ackbridge.labels import SPARK_COMMITTED
 from ackbridge_spark._options import ConnectorOptions
@@ -98,6 +99,9 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._replayed_ids: dict[int, set[str]] = {}  # end seq of a replayed WAL batch -> its message ids
         self._held: dict[str, Any] = {}  # redeliveries of replayed messages, acked when the replay commits
         self._committed_replayed: set[str] = set()
+        # Set once a replay handed numbered deliveries back to _pending: numbering
+        # order is then no longer receive order, and batches settle one by one.
+        self._reordered = False
         self.stats = {"settled": 0, "stale_refused": 0, "labels_sent": 0, "replay_duplicates_acked": 0,
                       "reconnects": 0, "dropped_stale": 0}
 
@@ -132,9 +136,12 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def _pull(self, wait: float = 0.0) -> None:
         """Move deliveries the consumer holds into ``_pending``; wait up to *wait* s for the first."""
         consumer = self._consumer
+        # Without replays in this run there is nothing to hold back or dedupe:
+        # skip the per-delivery checks (this loop runs for every message).
+        admit = self._admit if (self._replayed_ids or self._committed_replayed) else self._pending.append
         delivery = consumer.get(timeout=wait)
         while delivery is not None:
-            self._admit(delivery)
+            admit(delivery)
             delivery = consumer.get(timeout=0)
 
     def _admit(self, delivery: Any) -> None:
@@ -182,10 +189,13 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             offered = [q for q in self._numbered if q > s]
             cap = self._cap(limit)
         batch = _batch(start) + 1
-        while len(offered) < cap and self._pending:
-            self._high += 1
-            self._numbered[self._high] = _Numbered(self._pending.popleft(), batch)
-            offered.append(self._high)
+        earlier = list(offered)  # numbered by an earlier call, not planned yet
+        numbered, pending, high = self._numbered, self._pending, self._high
+        for _ in range(max(0, min(cap - len(offered), len(pending)))):
+            high += 1
+            numbered[high] = _Numbered(pending.popleft(), batch)
+            offered.append(high)
+        self._high = high
         if not offered:
             if _batch(start) < 0:
                 # A fresh query runs batch 0 even when it is empty; numbering it keeps
@@ -196,9 +206,9 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return start
         offered.sort()
         end = offered[min(cap, len(offered)) - 1]
-        for q in offered:
+        for q in earlier:
             if q <= end:
-                self._numbered[q].batch = batch
+                numbered[q].batch = batch
         return {"seq": end, "batch": batch}
 
     def _cap(self, limit: ReadLimit) -> int:
@@ -214,7 +224,8 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         wal = self._wal_file(s, e)
         if wal is not None and os.path.exists(wal):
             return [self._replay(wal, s, e)]
-        rows = [(q, n.delivery) for q, n in sorted(self._numbered.items()) if s < q <= e]
+        numbered = self._numbered
+        rows = [(q, numbered[q].delivery) for q in range(s + 1, e + 1) if q in numbered]
         self._batches_planned += 1
         if self._opts.test_sever_after_batches and self._batches_planned == self._opts.test_sever_after_batches:
             self._test_sever()
@@ -263,16 +274,48 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     # ---- settlement ------------------------------------------------------------------
     def _settle_through(self, seq: int) -> None:
-        done = [q for q in self._numbered if q <= seq]
+        done = sorted(q for q in self._numbered if q <= seq)
         if not done:
             self._release_replayed(seq)
             return
-        done.sort()
-        for q in done:
-            n = self._numbered.pop(q)
-            self._settle_one(n.delivery, n.batch, offset=q)
+        items = [self._numbered.pop(q) for q in done]
+        if self._settle_cumulative(items):
+            for q, n in zip(done, items, strict=True):
+                self._label(n.delivery, n.batch, q)
+        else:
+            for q, n in zip(done, items, strict=True):
+                self._settle_one(n.delivery, n.batch, offset=q)
         self._flush()
         self._release_replayed(seq)
+
+    def _settle_cumulative(self, items: list[_Numbered]) -> bool:
+        """Ack a committed batch with one ``ack_through`` of its last delivery, when that
+        acks exactly the batch; False (nothing settled) when it might not.
+
+        Deliveries are numbered in receive order, and every earlier batch is settled
+        before a later one, so the consumer's undecided deliveries received up to the
+        batch's last one are the batch itself -- unless a replay handed deliveries
+        back for renumbering, or redeliveries of a replayed batch are held back, or
+        the batch spans a connection generation. Those cases settle one by one.
+        """
+        consumer = self._consumer
+        if consumer is None or self._reordered or self._held or len(items) < 2:
+            return False
+        last = items[-1].delivery
+        generation = last.generation
+        if last.stale or any(n.delivery.generation != generation for n in items):
+            return False
+        if not self._conn.capabilities.support(Verb.CUMULATIVE_ACK).available:
+            return False
+        try:
+            consumer.ack_through(last)
+        except SettlementError:
+            return False  # refused before anything was marked: settle one by one
+        except ConnectionLostError:
+            self.stats["stale_refused"] += len(items)
+            return True
+        self.stats["settled"] += len(items)
+        return True
 
     def _settle_one(self, delivery: Any, batch: int | None, *, offset: int | None = None,
                     replay_duplicate: bool = False) -> None:
@@ -288,7 +331,11 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             self.stats["stale_refused"] += 1
         except ConnectionLostError:
             self.stats["stale_refused"] += 1
-        if batch is not None and SPARK_COMMITTED in delivery.requested_acks and self._conn is not None:
+        if batch is not None:
+            self._label(delivery, batch, offset)
+
+    def _label(self, delivery: Any, batch: int, offset: int | None) -> None:
+        if SPARK_COMMITTED in delivery.requested_acks and self._conn is not None:
             try:
                 self._conn._issue_ack(delivery, SPARK_COMMITTED, 200, {"batch_id": batch, "offset": offset},
                                       internal=True)
@@ -307,6 +354,10 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             self._drop_connection()
 
     def _drop_stale(self) -> None:
+        # Generations only grow in receive order, so stale deliveries form a prefix
+        # of _pending: look at the head first, scan everything only after a loss.
+        if not self._pending or not _is_stale(self._pending[0]):
+            return
         kept = [d for d in self._pending if not _is_stale(d)]
         self.stats["dropped_stale"] += len(self._pending) - len(kept)
         self._pending = deque(kept)
@@ -321,6 +372,7 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         # Our own numbered deliveries inside this range must not be acked by its
         # commit: give them back for later batches.
         mine = sorted(q for q in self._numbered if s < q <= e)
+        self._reordered = self._reordered or bool(mine)
         for q in reversed(mine):
             self._pending.appendleft(self._numbered.pop(q).delivery)
         if self._opts.dedupe_replayed:

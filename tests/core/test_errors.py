@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,6 +89,23 @@ def test_options_from_url_query_are_checked(tmp_path: Path) -> None:
 def test_consume_options_checked(local_url: str) -> None:
     with ackbridge.connect(local_url) as conn, pytest.raises(errors.InvalidOptionError, match="conflate_count"):
         conn.consume("q", conflate_count=0)
+
+
+def test_handler_must_be_callable(local_url: str) -> None:
+    with ackbridge.connect(local_url) as conn:
+        conn.declare_queue("q")
+        with pytest.raises(errors.InvalidOptionError, match="handler must be callable, not str"):
+            conn.consume("q", handler="print")  # type: ignore[arg-type]
+
+
+def test_async_handler_must_be_callable(local_url: str) -> None:
+    async def scenario() -> None:
+        async with await ackbridge.connect_async(local_url) as conn:
+            await conn.declare_queue("q")
+            with pytest.raises(errors.InvalidOptionError, match="handler must be callable, not int"):
+                await conn.consume("q", handler=3)  # type: ignore[arg-type]
+
+    asyncio.run(scenario())
 
 
 @pytest.mark.parametrize("label", ["ab", "has space", "x" * 101, "ünïcode", 7])

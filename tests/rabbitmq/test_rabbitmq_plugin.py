@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from ackbridge.capabilities import Level, Verb
 from ackbridge.connect import connect, connect_async
-from ackbridge.errors import BrokerError, ConnectionLostError, StaleDeliveryError, UnsupportedVerbError
+from ackbridge.errors import (
+    BrokerError,
+    ConnectionLostError,
+    InvalidOptionError,
+    StaleDeliveryError,
+    UnsupportedVerbError,
+)
 from ackbridge.messages import ConfirmStatus
 from ackbridge.testing import eventually
 from tests.rabbitmq.harness import TEST_PASSWORD, RabbitHarness, close_connection, queue_counts
@@ -42,6 +50,18 @@ def quorum() -> Iterator[RabbitHarness]:
 
 def counts(queue: str) -> tuple[int, int]:
     return queue_counts().get(queue, (0, 0))
+
+
+def _ack_ids(conn: Any, queue: str, n: int) -> list[str | None]:
+    """Consume *n* messages from *queue*, acking each; their message ids in arrival order."""
+    ids: list[str | None] = []
+    with conn.consume(queue, prefetch=n) as consumer:
+        for _ in range(n):
+            d = consumer.get(timeout=10)
+            assert d is not None
+            ids.append(d.message_id)
+            d.ack()
+    return ids
 
 
 def test_stale_settle_after_forced_close_sends_nothing(harness: RabbitHarness) -> None:
@@ -118,14 +138,23 @@ def test_unencodable_publish_refused_alone_and_confirms_stay_aligned(classic: Ra
         assert before.result(10).confirmed
         assert all(c.result(10).confirmed for c in after)
         eventually(lambda: counts(queue) == (51, 0))
-        with conn.consume(queue, prefetch=100) as consumer:
-            ids = []
-            for _ in range(51):
-                d = consumer.get(timeout=10)
-                assert d is not None
-                ids.append(d.message_id)
-                d.ack()
-        assert ids == ["before", *[f"after-{i}" for i in range(50)]]
+        assert _ack_ids(conn, queue, 51) == ["before", *[f"after-{i}" for i in range(50)]]
+    eventually(lambda: counts(queue) == (0, 0))
+
+
+def test_queued_publishes_go_out_in_few_writes_in_order(classic: RabbitHarness) -> None:
+    """Publishes queued for the I/O thread are written to the socket together
+    (three frames each would otherwise be three sends): far fewer writes than
+    publishes, each confirm still lands on its own message, order kept."""
+    queue = classic.new_queue()
+    with connect(classic.url()) as conn:
+        wire = conn._transport._conn
+        with classic.hold_confirms(conn):  # parks them on the client: one drain sends all
+            confirms = [conn.publish(queue, b"%d" % i, message_id=f"m-{i}") for i in range(300)]
+            before = wire.writes
+        assert all(c.result(10).confirmed for c in confirms)
+        assert wire.writes - before <= 5, wire.writes - before
+        assert _ack_ids(conn, queue, 300) == [f"m-{i}" for i in range(300)]
     eventually(lambda: counts(queue) == (0, 0))
 
 
@@ -137,18 +166,25 @@ def test_connection_killed_with_confirms_pending(harness: RabbitHarness) -> None
         publisher = conn.publisher(window=50_000)
         confirms = []
         cut = threading.Thread(target=close_connection, args=(conn._transport.connection_name,))
-        for i in range(40_000):
+        # Publish until the cut lands (rabbitmqctl takes a while to start): a fixed
+        # count could all be confirmed before it, and then nothing is pending.
+        deadline = time.monotonic() + 120
+        while True:
             try:
                 confirms.append(publisher.publish(queue, b"p" * 64))
             except ConnectionLostError:
                 break
-            if i == 2000:
+            if len(confirms) == 2000:
                 cut.start()
+            assert time.monotonic() < deadline, "the cut never ended the connection"
         cut.join()
         outcomes = [c.result(60) for c in confirms]
     statuses = [o.status for o in outcomes]
     assert ConfirmStatus.REFUSED not in statuses
     assert ConfirmStatus.UNKNOWN in statuses
+    # Each was reported by the loss itself, none left to expire at confirm_timeout
+    # (publishes handed over while the loss was being handled used to be).
+    assert not [o for o in outcomes if "confirm_timeout" in (o.reason or "")]
     confirmed = statuses.count(ConfirmStatus.CONFIRMED)
     # Confirms arrive in publish order: nothing after the first unknown is confirmed.
     first_unknown = statuses.index(ConfirmStatus.UNKNOWN)
@@ -273,3 +309,13 @@ def test_bad_password_never_shown() -> None:
     with pytest.raises(ConnectionLostError) as err:
         connect(f"amqp://ackbridge_test:{secret}@127.0.0.1:5672/", connect_timeout=5)
     assert secret not in str(err.value) and secret not in repr(err.value)
+
+
+def test_prefetch_above_16_bits_is_refused_and_the_connection_lives(classic: RabbitHarness) -> None:
+    queue = classic.new_queue()
+    with connect(classic.url()) as conn:
+        with pytest.raises(InvalidOptionError, match="prefetch 70000 is above 65535"):
+            conn.consume(queue, prefetch=70000)
+        assert conn.publish(queue, b"still here").result(10).confirmed
+        assert len(_ack_ids(conn, queue, 1)) == 1  # the message is consumable: the connection lives
+    eventually(lambda: counts(queue) == (0, 0))

@@ -29,10 +29,11 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
+from cproton import pn_delivery as _pn_delivery  # type: ignore[import-untyped]  # proton's C binding ships no types
 from proton import Condition, Delivery, Endpoint, Handler, SSLDomain
-from proton.handlers import MessagingHandler
+from proton.handlers import IncomingMessageHandler, MessagingHandler, OutgoingMessageHandler
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
 from ackbridge.capabilities import Verb
@@ -64,7 +65,7 @@ def _tolerate_bad_utf8_from_the_peer() -> None:
     condition, which stops the container thread (each retry hits it again).
     Fall back to Latin-1, which decodes any bytes: the text stays readable and
     the connection's error path runs as designed."""
-    import cproton  # type: ignore[import-untyped]  # proton's C binding ships no types
+    import cproton
 
     if getattr(cproton.utf82string, "_ackbridge_tolerant", False):
         return
@@ -128,6 +129,24 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
+def credit_to_grant(prefetch: int, held: int, credit: int) -> int:
+    """Link credit to add so that what the receiver holds unsettled plus its credit
+    comes back to *prefetch*, in batches (fewer flow frames): nothing while the
+    credit left is above half the prefetch and less than half is owed.
+
+    *credit* is proton's count, which goes below zero when the broker sent more
+    than was granted; the grant first brings it back to zero, and a receiver
+    holding more than *prefetch* gets no new credit until it settles below it."""
+    target = max(prefetch - held, 0)
+    grant = target - credit
+    if grant <= 0:
+        return 0
+    half = prefetch // 2
+    if credit < 0 or grant > half or credit <= half:
+        return grant
+    return 0
+
+
 def modified_is_safe(product: str | None, version: str | None) -> bool:
     """Whether a 'modified' outcome can be sent without the peer ending the session."""
     if product is None or "rabbitmq" not in product.lower():
@@ -143,7 +162,8 @@ class _Sub:
     receiver: Any = None
     attached: Future[None] | None = None
     retry_delay: float = 0.1
-    owed: int = 0  # credit earned by settlements, not yet granted
+    held: int = 0  # deliveries on the current receiver not settled yet
+    credit: int = 0  # link credit granted and not used yet (proton's count, kept here: no C call per message)
 
 
 @dataclass(eq=False)
@@ -208,6 +228,7 @@ class Amqp10Transport(ThreadedAsyncSide):
         # tag -> (proton delivery, its subscription, the receiver link it came on)
         self._deliveries: dict[int, tuple[Any, _Sub, Any]] = {}
         self._subs: dict[str, _Sub] = {}
+        self._count_header_of: tuple[Any, bool] = (None, False)
         self._outs: dict[str, _Out] = {}
         self._check_address = CheckedOnce(codec.check_address)
         self._seq_out: dict[int, _Out] = {}  # unconfirmed publish -> its sender link
@@ -241,7 +262,8 @@ class Amqp10Transport(ThreadedAsyncSide):
         return self._scrub(f"{name}: {description}" if description else str(name))
 
     def _on_container(self) -> bool:
-        return self._thread is not None and threading.current_thread() is self._thread
+        thread = self._thread
+        return thread is not None and threading.get_ident() == thread.ident
 
     def _submit(self, fn: Callable[[], None]) -> None:
         """Run *fn* on the container thread (in submission order)."""
@@ -574,7 +596,8 @@ class Amqp10Transport(ThreadedAsyncSide):
             return
         receiver = self._container.create_receiver(_session(conn), sub.source, name=f"{sub.name}-g{self._generation}")
         receiver.flow(sub.prefetch)
-        sub.owed = 0
+        sub.held = 0
+        sub.credit = sub.prefetch
         sub.receiver = receiver
         self._handler.receivers[receiver] = sub
         if sub.attached is not None and not sub.attached.done():
@@ -610,15 +633,32 @@ class Amqp10Transport(ThreadedAsyncSide):
             return
         tag = next(self._tags)
         self._deliveries[tag] = (delivery, sub, sub.receiver)
+        sub.held += 1
+        sub.credit -= 1
+        if sub.credit < 0:
+            # The broker sent more than the credit granted (RabbitMQ 3.x does, now
+            # and then). proton's credit is below zero too, and its next flow frame
+            # would carry that as an unsigned number (about 4 billion): the broker
+            # would send the whole queue. Bring it back to zero at once.
+            sub.receiver.flow(-sub.credit)
+            sub.credit = 0
         inbound = codec.from_proton(message, wire_tag=tag, generation=self._live, source=sub.source,
-                                    count_header=self.capabilities.support(Verb.DELIVERY_COUNT).available)
+                                    count_header=self._count_header)
         self.events.deliver(sub.name, inbound)
+
+    @property
+    def _count_header(self) -> bool:
+        # Read per message: the capability table is refined once connected.
+        caps = self.capabilities
+        if caps is not self._count_header_of[0]:
+            self._count_header_of = (caps, caps.support(Verb.DELIVERY_COUNT).available)
+        return self._count_header_of[1]
 
     def settle(self, ops: Sequence[WireSettle]) -> None:
         if not ops:
             return
         live = self._live
-        stale = [op for op in ops if op.generation != live]
+        stale = [op for op in ops if op.generation != live] if len(ops) > 1 or ops[0].generation != live else None
         if stale:
             raise StaleDeliveryError(
                 f"{len(stale)} settlement(s) from connection generation {stale[0].generation} "
@@ -631,7 +671,9 @@ class Amqp10Transport(ThreadedAsyncSide):
             self._submit(lambda: self._apply(batch))
 
     def _apply(self, ops: list[WireSettle]) -> None:
-        credit: dict[Any, int] = {}
+        # Credit counted per subscription (hashed by identity) rather than per proton
+        # Link wrapper, whose hash is a Python call into the C binding.
+        credit: dict[_Sub, int] = {}
         for op in ops:
             if op.generation != self._live:
                 continue  # the race was lost to a connection loss: never applied
@@ -652,18 +694,16 @@ class Amqp10Transport(ThreadedAsyncSide):
             # Identity, not delivery.link (proton wraps a new Link object per read):
             # credit goes back only while the receiver it came on is still the sub's.
             if receiver is not None and sub.receiver is receiver:
-                credit[receiver] = credit.get(receiver, 0) + 1
-        for receiver, n in credit.items():
-            sub = self._handler.receivers.get(receiver)
-            if sub is None or not receiver.state & Endpoint.LOCAL_ACTIVE:
+                credit[sub] = credit.get(sub, 0) + 1
+        for sub, n in credit.items():
+            sub.held -= n
+            receiver = sub.receiver
+            if receiver is None or self._subs.get(sub.name) is not sub or not receiver.state & Endpoint.LOCAL_ACTIVE:
                 continue
-            # Credit goes back in batches (fewer flow frames), but never lets the
-            # link's remaining credit fall below half the prefetch while some is owed.
-            sub.owed += n
-            half = sub.prefetch // 2
-            if sub.owed > half or receiver.credit <= half:
-                receiver.flow(sub.owed)
-                sub.owed = 0
+            grant = credit_to_grant(sub.prefetch, sub.held, sub.credit)
+            if grant:
+                receiver.flow(grant)
+                sub.credit += grant
 
     # ---- publishing ---------------------------------------------------------------------
     def publish(self, seq: int, destination: str, message: OutboundMessage) -> None:
@@ -675,26 +715,34 @@ class Amqp10Transport(ThreadedAsyncSide):
         except InvalidOptionError as exc:
             self.events.confirm(seq, refused(f"not sent: {exc}"))
             return
+        # Encoded here, on the publishing thread: the container thread only moves
+        # bytes, and a message that cannot be encoded is refused alone, at once.
         try:
-            self._submit(lambda: self._send(seq, destination, message))
+            data = codec.encode(message)
+        except Exception as exc:
+            self.events.confirm(seq, refused(f"cannot encode message: {type(exc).__name__}: {exc}"))
+            return
+        try:
+            self._submit(lambda: self._send(seq, destination, data))
         except ConnectionLostError as exc:
             self.events.confirm(seq, unknown(str(exc)))
 
-    def _send(self, seq: int, destination: str, message: OutboundMessage) -> None:
+    def _send(self, seq: int, destination: str, data: bytes) -> None:
         if self._conn is None or self._live is None or self._closing:
             self.events.confirm(seq, unknown("not connected (closing or reconnecting); nothing was sent"))
             return
         out = self._outs.get(destination)
         if out is None:
             out = self._open_out(destination)
-        try:
-            pmsg = codec.to_proton(message)
-        except Exception as exc:
-            self.events.confirm(seq, refused(f"cannot encode message: {type(exc).__name__}: {exc}"))
-            return
         out.pending[seq] = None
         self._seq_out[seq] = out
-        out.link.send(pmsg, tag=str(seq))
+        # What proton's Message.send does, with the bytes encoded already. The
+        # delivery is made through the C binding: Link.delivery wraps it in a
+        # Python object (with its own attribute record) that nothing here reads.
+        link = out.link
+        _pn_delivery(link._impl, str(seq))
+        link.stream(data)
+        link.advance()
 
     def _open_out(self, address: str) -> _Out:
         assert self._container is not None
@@ -911,7 +959,14 @@ def _close_link(link: Any) -> None:
         session.close()
 
 
-_TERMINAL = (Delivery.ACCEPTED, Delivery.REJECTED, Delivery.RELEASED, Delivery.MODIFIED)
+class _ReceiversOnly(IncomingMessageHandler):
+    """proton's incoming-message handler, kept from the sender's deliveries (one per
+    publish): it asked each one ``delivery.link.is_receiver``, which builds a new
+    Link wrapper every time. ``event.link`` is the one the event built already."""
+
+    def on_delivery(self, event: Any) -> None:
+        if event.link.is_receiver:
+            super().on_delivery(event)
 
 
 class _Handler(MessagingHandler):
@@ -919,6 +974,13 @@ class _Handler(MessagingHandler):
 
     def __init__(self, transport: Amqp10Transport) -> None:
         super().__init__(prefetch=0, auto_accept=False, auto_settle=False)
+        # Outcomes of publishes are taken straight from the delivery event
+        # (on_delivery below) instead of through proton's OutgoingMessageHandler,
+        # which read the delivery's state up to five times and built a new Link
+        # wrapper for each publish before calling on_accepted and on_settled.
+        children = cast("list[Any]", self.handlers)  # a list once MessagingHandler.__init__ ran
+        self.handlers = [_ReceiversOnly(h.auto_accept, h.delegate) if isinstance(h, IncomingMessageHandler) else h
+                         for h in children if not isinstance(h, OutgoingMessageHandler)]
         self.t = transport
         self.receivers: dict[Any, _Sub] = {}
         self.inboxes: dict[Any, _Inbox] = {}
@@ -1026,26 +1088,19 @@ class _Handler(MessagingHandler):
         else:
             self.t._incoming(link, event.delivery, event.message)
 
-    def on_sendable(self, event: Any) -> None:
-        out = self.t._out_by_link.get(event.sender)
-        if out is not None:
-            out.credited = True
+    def on_link_flow(self, event: Any) -> None:
+        link = event.link
+        if (link.is_sender and link.credit and link.state & Endpoint.LOCAL_ACTIVE
+                and link.state & Endpoint.REMOTE_ACTIVE):
+            out = self.t._out_by_link.get(link)
+            if out is not None:
+                out.credited = True
 
-    def on_accepted(self, event: Any) -> None:
-        self.t._outcome(event.delivery)
-
-    def on_rejected(self, event: Any) -> None:
-        self.t._outcome(event.delivery)
-
-    def on_released(self, event: Any) -> None:
-        self.t._outcome(event.delivery)
-
-    def on_settled(self, event: Any) -> None:
-        # Terminal outcomes were handled just before (on_accepted etc.); only a
-        # settlement without one is left to report (as unknown).
-        delivery = event.delivery
-        if delivery.remote_state not in _TERMINAL and delivery.link.is_sender:
-            self.t._outcome(delivery)
+    def on_delivery(self, event: Any) -> None:
+        # Receivers' deliveries are IncomingMessageHandler's (it calls on_message).
+        # event.link is the wrapper the event built already; delivery.link would be a new one.
+        if event.link.is_sender:
+            self.t._outcome(event.delivery)
 
 
-__all__ = ["OPTIONS", "Amqp10Transport", "modified_is_safe"]
+__all__ = ["OPTIONS", "Amqp10Transport", "credit_to_grant", "modified_is_safe"]

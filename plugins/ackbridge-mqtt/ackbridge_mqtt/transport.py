@@ -312,13 +312,15 @@ class _Link:
         t = self.transport
         decoded = codec.decode_properties(msg.properties) if t.v5 else codec.Decoded()
         dup = bool(msg.dup)
+        topic = msg.topic  # a property that decodes the topic bytes on every read
+        body = msg.payload if type(msg.payload) is bytes else bytes(msg.payload)
         count: int | None = None
         if t.v5:
             count = decoded.attempt + 1 + (1 if dup else 0)
-        requeued = not t.v5 and t.take_requeued(msg.topic, bytes(msg.payload))
+        requeued = not t.v5 and t.take_requeued(topic, body)
         inbound = InboundMessage(
-            wire_tag=msg.mid, generation=self.generation, body=bytes(msg.payload),
-            source=self.source or msg.topic, headers=decoded.headers, routing_key=msg.topic,
+            wire_tag=msg.mid, generation=self.generation, body=body,
+            source=self.source or topic, headers=decoded.headers, routing_key=topic,
             message_id=decoded.message_id, correlation_id=decoded.correlation_id, reply_to=decoded.reply_to,
             content_type=decoded.content_type, timestamp=decoded.timestamp,
             redelivered=dup or decoded.attempt > 0 or requeued, delivery_count=count,
@@ -542,6 +544,8 @@ class MqttTransport(ThreadedAsyncSide):
             link.stop()
 
     def settle(self, ops: Sequence[WireSettle]) -> None:
+        if len(ops) == 1 and ops[0].verb is WireVerb.ACK and self._ack_now(ops[0]):
+            return
         first = ops[0].subscription if ops else ""
         if all(op.subscription == first for op in ops):
             # The per-message path: one subscription (the core settles per consumer).
@@ -552,6 +556,19 @@ class MqttTransport(ThreadedAsyncSide):
             by_sub.setdefault(op.subscription, []).append(op)
         for subscription, group in by_sub.items():
             self._settle_on(subscription, group)
+
+    def _ack_now(self, op: WireSettle) -> bool:
+        """The per-message path: one ack with nothing queued ahead of it goes
+        straight to paho. False: take the general path (which also reports why
+        an op cannot be sent)."""
+        link = self._subs.get(op.subscription)
+        if link is None:
+            return False
+        with link.lock:
+            if not link.live or op.generation != link.generation or link.queue or link.blocked_on is not None:
+                return False
+            link._ack(op)
+        return True
 
     def _settle_on(self, subscription: str, group: Sequence[WireSettle]) -> None:
         # dict.get is atomic under the GIL; the link's own lock guards its state.

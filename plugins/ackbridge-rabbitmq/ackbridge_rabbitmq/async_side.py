@@ -197,6 +197,7 @@ class AsyncSide:
     # ---- consuming ---------------------------------------------------------------------------
     async def subscribe_async(self, subscription: str, source: str, *, prefetch: int) -> None:
         common.check_queue_name(source)  # a >255-byte name would end the connection (see the sync side)
+        common.check_prefetch(prefetch)
         self._aconn_or_raise(f"subscribe to {source!r}")
         sub = _ASub(subscription, source, prefetch)
         self._asubs[subscription] = sub

@@ -151,6 +151,19 @@ def check_queue_name(queue: str) -> str:
     return check_name(queue)
 
 
+#: basic.qos prefetch_count is a 16-bit field.
+MAX_PREFETCH = 65535
+
+
+def check_prefetch(prefetch: int) -> int:
+    """pika fails to encode a larger prefetch_count inside its I/O loop, which ends
+    the connection (and every reconnect would ask again): refuse it here."""
+    if prefetch > MAX_PREFETCH:
+        raise InvalidOptionError(
+            f"prefetch {prefetch} is above {MAX_PREFETCH}, the largest prefetch_count AMQP 0-9-1 can carry")
+    return prefetch
+
+
 def dead_letter_names(queue: str) -> tuple[str, str]:
     """(exchange, queue) that receive *queue*'s rejected messages."""
     check_queue_name(queue)

@@ -9,8 +9,6 @@ refusal. Returns carry no delivery tag: they are matched by message_id.
 
 from __future__ import annotations
 
-from collections import deque
-
 from ackbridge.messages import CONFIRMED, ConfirmOutcome, refused, unknown
 
 
@@ -19,7 +17,6 @@ class ConfirmTracker:
         self.next_tag = 0
         # tag -> (core seq, message_id); dicts keep insertion (= tag) order.
         self._pending: dict[int, tuple[int, str]] = {}
-        self._by_id: dict[str, deque[int]] = {}
         self._returned: dict[int, str] = {}
 
     def __len__(self) -> int:
@@ -27,38 +24,37 @@ class ConfirmTracker:
 
     def sent(self, seq: int, message_id: str) -> None:
         self.next_tag += 1
-        tag = self.next_tag
-        self._pending[tag] = (seq, message_id)
-        tags = self._by_id.get(message_id)
-        if tags is None:
-            self._by_id[message_id] = deque((tag,))
-        else:
-            tags.append(tag)
+        self._pending[self.next_tag] = (seq, message_id)
 
     def returned(self, message_id: str | None, reason: str) -> None:
-        tags = self._by_id.get(message_id or "")
-        if not tags:
+        """Mark the oldest pending publish with this message_id that is not
+        returned yet. Returns are rare (unroutable publishes), so they search the
+        pending publishes instead of every publish paying for an index by id; the
+        one returned is near the front (its ack follows the return)."""
+        if message_id is None:
             return
-        for tag in tags:
-            if tag not in self._returned:
-                self._returned[tag] = reason
+        returned = self._returned
+        for tag, (_seq, pending_id) in self._pending.items():
+            if pending_id == message_id and tag not in returned:
+                returned[tag] = reason
                 return
 
     def answered(self, tag: int, multiple: bool, ack: bool) -> list[tuple[int, ConfirmOutcome]]:
         """Outcomes for a Basic.Ack (ack=True) or Basic.Nack."""
+        pending = self._pending
         if multiple:
             tags = []
-            for pending in self._pending:
-                if pending > tag:
+            for waiting in pending:
+                if waiting > tag:
                     break
-                tags.append(pending)
+                tags.append(waiting)
         else:
-            tags = [tag] if tag in self._pending else []
+            tags = [tag] if tag in pending else []
+        returned = self._returned
         out: list[tuple[int, ConfirmOutcome]] = []
         for done in tags:
-            seq, message_id = self._pending.pop(done)
-            self._forget_id(message_id, done)
-            reason = self._returned.pop(done, None)
+            seq = pending.pop(done)[0]
+            reason = returned.pop(done, None) if returned else None
             if reason is not None:
                 out.append((seq, refused(reason)))
             elif ack:
@@ -72,20 +68,5 @@ class ConfirmTracker:
         outcome = unknown(reason)
         out = [(seq, outcome) for seq, _ in self._pending.values()]
         self._pending.clear()
-        self._by_id.clear()
         self._returned.clear()
         return out
-
-    def _forget_id(self, message_id: str, tag: int) -> None:
-        tags = self._by_id.get(message_id)
-        if tags is None:
-            return
-        if tags and tags[0] == tag:
-            tags.popleft()
-        else:
-            try:
-                tags.remove(tag)
-            except ValueError:
-                pass
-        if not tags:
-            del self._by_id[message_id]

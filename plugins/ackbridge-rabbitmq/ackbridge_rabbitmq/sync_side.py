@@ -32,15 +32,18 @@ import pika.exceptions as pe
 from pika.adapters.select_connection import IOLoop
 from pika.channel import Channel
 
-from ackbridge.errors import BrokerError, ConnectionLostError, StaleDeliveryError
+from ackbridge.errors import AckbridgeError, BrokerError, ConnectionLostError, StaleDeliveryError
 from ackbridge.messages import ConfirmOutcome, OutboundMessage, WireSettle, WireVerb, refused, unknown
-from ackbridge_rabbitmq import common
+from ackbridge_rabbitmq import common, frames
+from ackbridge_rabbitmq.coalescing import CoalescingConnection
 from ackbridge_rabbitmq.confirms import ConfirmTracker
 from ackbridge_rabbitmq.errors import channel_error, describe
 
 log = logging.getLogger("ackbridge.rabbitmq")
 
 Fut = concurrent.futures.Future
+#: A publish waiting for the I/O thread: (seq, method payload, content header payload, body, message_id).
+_Queued = tuple[int, bytes, bytes, bytes, str]
 _Step = Callable[[Channel, Callable[[Any], None]], None]
 
 
@@ -78,14 +81,14 @@ class SyncSide:
         self._ioloop: IOLoop | None = None
         self._io_thread: threading.Thread | None = None
         self._io_ident: int | None = None
-        self._conn: pika.SelectConnection | None = None
+        self._conn: CoalescingConnection | None = None
         self._state = "new"  # new | open | reconnecting | lost | closing | closed
         self._gen = 0
         self._subs: dict[str, _Sub] = {}
         self._pub_channel: Channel | None = None
         self._tracker = ConfirmTracker()
-        self._outq: deque[tuple[int, str, str, bytes, pika.BasicProperties, str]] = deque()
-        self._backlog: deque[tuple[int, str, str, bytes, pika.BasicProperties, str]] = deque()
+        self._outq: deque[_Queued] = deque()
+        self._backlog: deque[_Queued] = deque()
         self._wake_pending = False
         self._settle_q: deque[Sequence[WireSettle]] = deque()
         self._settle_wake_pending = False
@@ -198,7 +201,7 @@ class SyncSide:
                 fut.set_exception(ConnectionLostError(
                     f"could not connect to {self.url.redacted}: {describe(exc)}"))
 
-        self._conn = pika.SelectConnection(
+        self._conn = CoalescingConnection(
             self._parameters(), on_open_callback=opened, on_open_error_callback=failed,
             on_close_callback=self._on_conn_closed, custom_ioloop=self._ioloop)
 
@@ -349,6 +352,7 @@ class SyncSide:
         # pika raises on a >255-byte name inside its I/O loop, which would end the
         # connection (and every reconnect would re-subscribe it).
         common.check_queue_name(source)
+        common.check_prefetch(prefetch)
         sub = _Sub(subscription, source, prefetch)
 
         def start(fut: Fut[None]) -> None:
@@ -507,8 +511,18 @@ class SyncSide:
             return
         exchange, key = common.parse_destination(destination)
         message_id = message.message_id or f"{self._id_prefix}{seq}"
-        props = pika.BasicProperties(**common.property_fields(message, message_id))
-        self._outq.append((seq, exchange, key, message.body, props, message_id))
+        try:
+            # Encoded here, on the publishing thread (frames.py): the I/O thread
+            # only wraps the payloads in frames, and a message the wire cannot
+            # carry is refused alone before it could reach the confirm numbering.
+            method = frames.publish_method(exchange, key)
+            header = frames.content_header(message, message_id)
+        except AckbridgeError:
+            raise  # a float header: the caller's mistake, raised as before
+        except Exception as exc:
+            self.events.confirm(seq, refused(f"could not encode the message for AMQP 0-9-1: {describe(exc)}"))
+            return
+        self._outq.append((seq, method, header, message.body, message_id))
         if not self._wake_pending:
             self._wake_pending = True
             loop = self._ioloop
@@ -518,33 +532,33 @@ class SyncSide:
     def _drain(self) -> None:
         self._wake_pending = False
         ch = self._pub_channel
+        conn = self._conn
         queue = self._outq
-        if ch is None or not ch.is_open or self._backlog or self._held:
+        if ch is None or conn is None or not ch.is_open or not conn.is_open or self._backlog or self._held:
+            if self._state in ("lost", "closing", "closed"):
+                # Handed over while the connection was being lost, after its close
+                # callback had reported the unsent ones: no channel comes back for
+                # them, so they are unknown now (they used to wait for confirm_timeout).
+                self._emit_confirms(self._drop_unsent("connection lost before the publish was sent"))
+                return
             # The publish channel is being (re)opened: keep order, send later.
             while queue:
                 self._backlog.append(queue.popleft())
             return
+        # One socket write per batch instead of three per publish (coalescing.py).
+        with conn.coalesce():
+            self._send_queued(conn, ch.channel_number, queue)
+
+    def _send_queued(self, conn: CoalescingConnection, channel: int, queue: deque[_Queued]) -> None:
         tracker = self._tracker
-        publish = ch.basic_publish
+        output = conn.output_frames
+        body_max = conn.body_max_length
+        publish_frames = frames.publish_frames
         while queue:
-            item = queue.popleft()
-            seq, exchange, key, body, props, message_id = item
-            try:
-                publish(exchange, key, body, props, mandatory=True)
-            except (pe.AMQPError, ValueError, TypeError, OverflowError) as exc:
-                if ch.is_open and self._conn is not None and self._conn.is_open:
-                    # pika marshals every frame before writing any: an encoding
-                    # error sent nothing, so the broker's confirm numbering is
-                    # untouched. Refuse this one and go on with the rest.
-                    self._emit_confirms([(seq, refused(f"pika could not encode the message: {describe(exc)}"))])
-                    continue
-                # The channel or connection failed under us; its close callback
-                # reports the pending confirms. This one and the unsent are reported here.
-                queue.appendleft(item)
-                self._emit_confirms(self._drop_unsent(f"publish failed: {describe(exc)}"))
-                return
-            # Counted only once pika took it: the tracker's sequence must match the
-            # broker's delivery tags exactly, or confirms land on the wrong message.
+            seq, method, header, body, message_id = queue.popleft()
+            output(publish_frames(channel, method, header, body, body_max))
+            # Counted only once its frames are out: the tracker's sequence must match
+            # the broker's delivery tags exactly, or confirms land on the wrong message.
             tracker.sent(seq, message_id)
 
     def hold_publishes(self, hold: bool) -> None:

@@ -241,15 +241,18 @@ class AsyncConsumer:
     def _on_message(self, message: InboundMessage) -> None:
         if self._closed:
             return
-        admission = self._ledger.receive(message)
-        if admission.new_generation:
-            # It may arrive before generation_ended does.
-            drop_older_than(self._ready, message.generation)
-        if admission.reject:
-            self._connection._spawn(self._send_locked(admission.reject))
-        if admission.record is None:
-            return
-        self._ready.append(AsyncDelivery(admission.record, self._connection.broker, self))
+        record = self._ledger.receive_simple(message)
+        if record is None:
+            admission = self._ledger.receive(message)
+            if admission.new_generation:
+                # It may arrive before generation_ended does.
+                drop_older_than(self._ready, message.generation)
+            if admission.reject:
+                self._connection._spawn(self._send_locked(admission.reject))
+            record = admission.record
+            if record is None:
+                return
+        self._ready.append(AsyncDelivery(record, self._connection.broker, self))
         self._arrived.set()
 
     async def _run_handler(self, handler: AsyncHandler) -> None:

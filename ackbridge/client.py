@@ -270,11 +270,21 @@ class Consumer:
             self._connection.capabilities.require(Verb.REQUEUE)
         elif verb is WireVerb.REJECT:
             self._connection.capabilities.require(Verb.REJECT)
+        outbox = self._outbox
         with self._lock:
             ops = self._ledger.settle(delivery._record, verb)
-            if ops:
-                self._outbox.extend(ops)
-        if self._outbox:
+            # The per-message path: nothing queued ahead and the sender free, so
+            # these go straight out. _send_lock is taken before _lock is released:
+            # whatever is decided after this joins the outbox and goes out after it.
+            direct = bool(ops) and not outbox and self._send_lock.acquire(blocking=False)
+            if ops and not direct:
+                outbox.extend(ops)
+        if direct:
+            try:
+                self._connection._transport.settle(ops)
+            finally:
+                self._send_lock.release()
+        if outbox:
             self._push()
 
     def _queue(self, ops: list[WireSettle]) -> None:
@@ -305,22 +315,25 @@ class Consumer:
 
     def _on_message(self, message: InboundMessage) -> None:
         handler = self._handler
-        delivery: Delivery | None = None
+        reject: list[WireSettle] = []
         with self._lock:
             if self._closed:
                 return
-            admission = self._ledger.receive(message)
-            if admission.new_generation:
-                # It may arrive before generation_ended does.
-                drop_older_than(self._ready, message.generation)
-            self._queue(admission.reject)
-            if admission.record is not None:
-                delivery = Delivery(admission.record, self._connection.broker, self)
-                if handler is None:
-                    self._ready.append(delivery)
-                    if self._getters:
-                        self._cond.notify()
-        if admission.reject:
+            record = self._ledger.receive_simple(message)
+            if record is None:
+                admission = self._ledger.receive(message)
+                if admission.new_generation:
+                    # It may arrive before generation_ended does.
+                    drop_older_than(self._ready, message.generation)
+                reject = admission.reject
+                self._queue(reject)
+                record = admission.record
+            delivery = None if record is None else Delivery(record, self._connection.broker, self)
+            if delivery is not None and handler is None:
+                self._ready.append(delivery)
+                if self._getters:
+                    self._cond.notify()
+        if reject:
             self._push(wait=False)
         if handler is not None and delivery is not None:
             self._call_handler(handler, delivery)

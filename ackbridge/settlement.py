@@ -103,15 +103,20 @@ class Ledger:
         self._outstanding[record.seq] = record
         return record
 
+    def receive_simple(self, message: InboundMessage) -> Record | None:
+        """The per-message path of :meth:`receive`: the same generation and no
+        poison policy, so the delivery is simply admitted. None: nothing was done;
+        call :meth:`receive`."""
+        if message.generation != self._generation or self._max_deliveries is not None:
+            return None
+        self._next_seq += 1
+        record = Record(message, self._next_seq)
+        self._outstanding[record.seq] = record
+        return record
+
     def receive(self, message: InboundMessage) -> Admission:
         """Admit *message* and apply the poison policy (``max_deliveries``)."""
         previous = self._generation
-        if message.generation == previous and self._max_deliveries is None:
-            # The per-message path: same generation, no poison policy to apply.
-            self._next_seq += 1
-            fresh = Record(message, self._next_seq)
-            self._outstanding[fresh.seq] = fresh
-            return Admission(fresh, [], False)
         record = self.admit(message)
         new_generation = record is not None and (previous is None or message.generation > previous)
         if record is None:
@@ -166,6 +171,18 @@ class Ledger:
     def settle(self, record: Record, verb: WireVerb) -> list[WireSettle]:
         self.check(record)
         record.state = _VERB_STATE[verb]
+        if not self._conflating:
+            outstanding = self._outstanding
+            if not self._ordered or next(iter(outstanding)) == record.seq:
+                # The per-message path: settled alone (not ordered), or the oldest
+                # outstanding one (ordered): release it, and in ordered mode any
+                # decided deliveries queued behind it.
+                del outstanding[record.seq]
+                message = record.message
+                op = WireSettle(verb, message.wire_tag, message.generation, self.subscription, False, message)
+                if not self._ordered or not outstanding:
+                    return [op]
+                return [op, *self._release_ordered_prefix()]
         if self._ordered:
             # Acks may wait for a conflated flush; requeue/reject release the prefix now.
             if verb is WireVerb.ACK and self._conflating:

@@ -132,7 +132,10 @@ def decode_properties(props: Properties | None) -> Decoded:
     out = Decoded()
     if props is None:
         return out
-    pairs: list[tuple[str, str]] = list(getattr(props, "UserProperty", []) or [])
+    # paho's Properties keeps each property present as a plain attribute: reading
+    # them from vars() costs no AttributeError per missing one (the common case).
+    present = vars(props)
+    pairs: list[tuple[str, str]] = present.get("UserProperty") or []
     types: dict[str, str] = {}
     for key, text in pairs:
         if key == TYPES_KEY:
@@ -160,9 +163,9 @@ def decode_properties(props: Properties | None) -> Decoded:
                 out.headers[key] = _decode_value(text, types.get(key))
             except ValueError:
                 out.headers[key] = text  # foreign publisher: keep its text as is
-    correlation = getattr(props, "CorrelationData", None)
+    correlation = present.get("CorrelationData")
     if isinstance(correlation, (bytes, bytearray)):
         out.correlation_id = bytes(correlation).decode("utf-8", "replace")
-    out.reply_to = getattr(props, "ResponseTopic", None)
-    out.content_type = getattr(props, "ContentType", None)
+    out.reply_to = present.get("ResponseTopic")
+    out.content_type = present.get("ContentType")
     return out

@@ -29,6 +29,7 @@ import urllib.request
 import uuid
 from typing import Any
 
+from paired import paired_line
 from proton import Message
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
@@ -162,7 +163,7 @@ def main() -> None:
     parser.add_argument("--also-window", type=int, default=1000,
                         help="also time ackbridge sends at this window against the same raw runs (0: skip)")
     parser.add_argument("--size", type=int, default=256)
-    parser.add_argument("--rounds", type=int, default=2, help="best of N rounds per side")
+    parser.add_argument("--rounds", type=int, default=5, help="paired rounds (raw and ackbridge back to back)")
     args = parser.parse_args()
     body = b"x" * args.size
     name = f"ab10-bench-{uuid.uuid4().hex[:8]}"
@@ -182,19 +183,16 @@ def main() -> None:
             results["ab recv"].append(ab_receive(address, args.count, args.prefetch))
             raw_send(address, args.count, body)  # refill (not timed) for the handler consumer
             results["ab recv handler"].append(ab_receive_handler(address, args.count, args.prefetch))
-        best = {k: max(v) for k, v in results.items() if v}
         print(f"AMQP 1.0 on RabbitMQ {HOST}:{PORT}: {args.count} msgs x {args.size} B, prefetch {args.prefetch}, "
-              f"window {args.window}, best of {args.rounds}")
-        print(f"{'phase':<22}{'raw proton':>14}{'ackbridge':>14}{'ratio':>8}")
-        phases = [("send-with-settlement", "raw send", "ab send")]
+              f"window {args.window}, {args.rounds} paired rounds "
+              "(msgs/s: medians; ratio: median of per-round ratios, target >= 0.9)")
+        print(paired_line("send+settlement", "raw proton", results["raw send"], results["ab send"]))
         if args.also_window:
-            phases.append((f"  ab window {args.also_window}", "raw send", "ab send small"))
-        phases.append(("receive-with-accept", "raw recv", "ab recv handler"))
-        phases.append(("  ab get() loop", "raw recv", "ab recv"))
-        for phase, raw, ab in phases:
-            ratio = best[ab] / best[raw]
-            flag = "ok" if ratio >= 0.9 else "BELOW 0.9"
-            print(f"{phase:<22}{best[raw]:>11.0f}/s{best[ab]:>11.0f}/s{ratio:>8.2f}  {flag}")
+            print(paired_line(f"  window {args.also_window}", "raw proton", results["raw send"],
+                              results["ab send small"]))
+        print(paired_line("receive+accept", "raw proton", results["raw recv"], results["ab recv handler"],
+                          "(handler=, accepts on the container thread, as raw does)"))
+        print(paired_line("  get() loop", "raw proton", results["raw recv"], results["ab recv"]))
     finally:
         _mgmt("DELETE", name)
 

@@ -11,8 +11,9 @@
   ``max_queued_messages 0`` (unlimited), and M defaults to 20,000.
   ``--shared`` times it on 127.0.0.1:1883 instead (M <= 1000).
 
-Usage: .venv/bin/python benchmarks/mqtt_bench.py [--n 20000] [--m 20000] [--rounds 3] [--shared]
-Prints msgs/s for each and the ratio ackbridge / raw (target >= 0.9).
+Usage: .venv/bin/python benchmarks/mqtt_bench.py [--n 20000] [--m 20000] [--rounds 5] [--shared]
+Prints msgs/s for each and the ratio ackbridge / raw (target >= 0.9): the median of the
+per-round ratios, each round timing raw and ackbridge back to back (benchmarks/paired.py).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
+from paired import paired_line
 
 import ackbridge
 from ackbridge_mqtt.sessions import derived_session_id
@@ -192,7 +194,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=20_000, help="publishes per round")
     parser.add_argument("--m", type=int, default=None,
                         help="backlog consumed per round (default 20000; <= 1000 with --shared)")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5, help="paired rounds (raw and ackbridge back to back)")
     parser.add_argument("--shared", action="store_true",
                         help="time the consume phase on the shared 127.0.0.1:1883 (1000-message queue limit)")
     args = parser.parse_args()
@@ -215,17 +217,15 @@ def _run(n: int, m: int, rounds: int, consume_port: int) -> None:
         corder = [("raw_con", raw_consume), ("ab_con", ab_consume), ("ab_hnd", ab_consume_handler)]
         for key, fn in corder if r % 2 == 0 else corder[::-1]:
             results[key].append(fn(m, f"bench/{run}/q{r}{key}", consume_port))
-    best = {k: max(v) for k, v in results.items()}
     where = ("the shared Mosquitto" if consume_port == PORT
              else f"a private Mosquitto on {HOST}:{consume_port} (unlimited queue)")
-    print(f"MQTT 5 QoS 1, Mosquitto 2.0, {rounds} rounds, best of each (msgs/s)")
+    print(f"MQTT 5 QoS 1, Mosquitto 2.0, {rounds} paired rounds (msgs/s: medians; ratio: median of per-round ratios)")
     print(f"publish: {n} msgs on {HOST}:{PORT}; consume: a backlog of {m} msgs on {where}")
-    print(f"publish+confirm  raw paho {best['raw_pub']:>9.0f}   ackbridge {best['ab_pub']:>9.0f}   "
-          f"ratio {best['ab_pub'] / best['raw_pub']:.2f}")
-    print(f"consume+ack      raw paho {best['raw_con']:>9.0f}   ackbridge {best['ab_hnd']:>9.0f}   "
-          f"ratio {best['ab_hnd'] / best['raw_con']:.2f}   (handler=, acks on paho's thread, as raw does)")
-    print(f"consume+ack      raw paho {best['raw_con']:>9.0f}   ackbridge {best['ab_con']:>9.0f}   "
-          f"ratio {best['ab_con'] / best['raw_con']:.2f}   (get() loop on the caller's thread)")
+    print(paired_line("publish+confirm", "raw paho", results["raw_pub"], results["ab_pub"]))
+    print(paired_line("consume+ack", "raw paho", results["raw_con"], results["ab_hnd"],
+                      "(handler=, acks on paho's thread, as raw does)"))
+    print(paired_line("consume+ack", "raw paho", results["raw_con"], results["ab_con"],
+                      "(get() loop on the caller's thread)"))
     print("all rounds:", {k: [round(x) for x in v] for k, v in results.items()})
 
 

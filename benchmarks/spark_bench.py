@@ -7,31 +7,36 @@ ackbridge-rabbitmq plugin is installed), for each N in ``--messages``:
   cumulative ack every prefetch/2), the best plain pika drain we have; embedded
   -- an ackbridge consumer (no other client exists);
 * end-to-end: N messages of the same size broker -> Spark (ackbridge source,
-  settle after commit) -> Parquet. The foreachBatch writes each batch once, as a
-  real job would, and counts its rows with an ``Observation`` on that same
-  write (no second Spark job). msgs/s from query start to the moment the broker
-  side saw the last message settled. Spark session start-up is excluded, and so
-  is a short warm-up query per broker (JIT and Spark's Python daemons are
-  per-session costs); every query's own start (source runner, first batch) is in;
-* commit-to-ack latency per micro-batch: from the moment foreachBatch returned
-  (Spark writes commits/N right after) to the moment the batch's messages were
+  settle after commit) -> Parquet, through Spark's own Parquet file sink
+  (``--sink file``, the default) or a foreachBatch that writes each batch once
+  and counts its rows with an ``Observation`` on that same write
+  (``--sink foreachBatch``: one Python callback per batch on top). msgs/s from
+  query start to the moment the broker side saw the last message settled. Spark
+  session start-up is excluded, and so is a short warm-up query per broker (JIT
+  and Spark's Python daemons are per-session costs); every query's own start
+  (source runner, first batch) is in;
+* commit-to-ack latency per micro-batch: from the commit of batch N (file sink:
+  the modification time of the checkpoint's commits/N, with offsets/N saying
+  how many rows it commits through; foreachBatch: the moment it returned, just
+  before Spark writes commits/N) to the moment the batch's messages were
   settled on the broker side, p50/p99. RabbitMQ: the source connects through a
   loopback relay in this process that timestamps the basic.ack frames it
   forwards (resolution < 1 ms; polling ``rabbitmqctl`` instead burns a core per
   poll loop on a 2-core machine and resolves only ~0.5 s). Embedded: SQLite
-  counts polled every 20 ms. An ack seen before its batch's foreachBatch
-  returned would be counted as "early" (settle-after-commit broken);
+  counts polled every 20 ms. An ack seen before its batch's commit would be
+  counted as "early" (settle-after-commit broken);
 * after each run: the Parquet table holds every message id (lost = 0) and the
   broker holds nothing (all settled).
 
 usage: .venv/bin/python benchmarks/spark_bench.py [--messages 100000[,500000]] [--batch 25000]
-       [--trigger 1.0] [--brokers embedded,rabbitmq]
+       [--trigger 1.0] [--brokers embedded,rabbitmq] [--sink file|foreachBatch]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -271,7 +276,7 @@ class Result:
 
 
 def spark_run(spark: Any, url: str, queue: str, n: int, batch: int, work: Path, observer_for: Any,
-              trigger_s: float, verify: bool = True) -> Result:
+              trigger_s: float, verify: bool = True, sink_kind: str = "file") -> Result:
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -291,10 +296,17 @@ def spark_run(spark: Any, url: str, queue: str, n: int, batch: int, work: Path, 
                 done[batch_id] = (time.perf_counter(), written[0])
 
     observer, target_url = observer_for(queue, n)
+    checkpoint = work / "ck"
+    wall_minus_perf = time.time() - time.perf_counter()
     start = time.perf_counter()
-    query = (spark.readStream.format("ackbridge").option("url", target_url).option("queue", queue)
-             .option("maxRecordsPerBatch", str(batch)).load()
-             .writeStream.foreachBatch(sink).option("checkpointLocation", str(work / "ck"))
+    stream = (spark.readStream.format("ackbridge").option("url", target_url).option("queue", queue)
+              .option("maxRecordsPerBatch", str(batch)).load())
+    if sink_kind == "file":
+        # Spark's own Parquet file sink: no Python callback per batch.
+        writer = stream.select("message_id", "body", "offset").writeStream.format("parquet").option("path", table)
+    else:
+        writer = stream.writeStream.foreachBatch(sink)
+    query = (writer.option("checkpointLocation", str(checkpoint))
              .trigger(processingTime=f"{trigger_s} seconds").start())
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline and observer.settled() < n:
@@ -308,8 +320,11 @@ def spark_run(spark: Any, url: str, queue: str, n: int, batch: int, work: Path, 
     observer.close()
     res = Result()
     res.rate = n / elapsed
-    with lock:
-        marks = sorted(done.items())
+    if sink_kind == "file":
+        marks = committed_batches(checkpoint, wall_minus_perf)
+    else:
+        with lock:
+            marks = sorted(done.items())
     for _, (t_done, through) in marks:
         t_ack = first_reaching(observer.events, through)
         if t_ack is None:
@@ -325,6 +340,28 @@ def spark_run(spark: Any, url: str, queue: str, n: int, batch: int, work: Path, 
         res.duplicates = int(got["rows"]) - int(got["ids"])
         res.left_on_broker = n - observer.settled()
     return res
+
+
+def committed_batches(checkpoint: Path, wall_minus_perf: float) -> list[tuple[int, tuple[float, int]]]:
+    """Per committed batch: when Spark wrote commits/N (its mtime, on the
+    perf_counter clock) and the source offset it committed through (the
+    connector's ``seq`` in offsets/N counts every row handed out so far)."""
+    marks = []
+    for entry in (checkpoint / "commits").iterdir():
+        if not entry.name.isdigit():
+            continue
+        batch_id = int(entry.name)
+        offsets = (checkpoint / "offsets" / entry.name).read_text().strip().splitlines()
+        through = int(json.loads(offsets[-1])["seq"])
+        marks.append((batch_id, (entry.stat().st_mtime - wall_minus_perf, through)))
+    # Only batches that carried rows: an empty one commits through what an
+    # earlier batch did, whose ack it would then seem to precede.
+    kept, seen = [], 0
+    for batch_id, (committed_at, through) in sorted(marks):
+        if through > seen:
+            kept.append((batch_id, (committed_at, through)))
+            seen = through
+    return kept
 
 
 def breakdown(progress: list[Any]) -> str:
@@ -346,10 +383,10 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def warm_up(spark: Any, url: str, work: Path, observer_for: Any, publish_to: Any) -> None:
+def warm_up(spark: Any, url: str, work: Path, observer_for: Any, publish_to: Any, sink_kind: str) -> None:
     queue = f"bench-warm-{uuid.uuid4().hex[:6]}"
     publish_to(queue, 4000)
-    spark_run(spark, url, queue, 4000, 2000, work, observer_for, 0.5, verify=False)
+    spark_run(spark, url, queue, 4000, 2000, work, observer_for, 0.5, verify=False, sink_kind=sink_kind)
 
 
 def main() -> None:
@@ -359,6 +396,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=25000, help="maxRecordsPerBatch (prefetch is twice that)")
     parser.add_argument("--trigger", type=float, default=1.0, help="processing-time trigger interval, seconds")
     parser.add_argument("--brokers", default="embedded,rabbitmq")
+    parser.add_argument("--sink", choices=("file", "foreachBatch"), default="file",
+                        help="Spark's Parquet file sink (default), or a foreachBatch writing Parquet")
     args = parser.parse_args()
     sizes = [int(x) for x in args.messages.split(",") if x]
     wanted = set(args.brokers.split(","))
@@ -397,7 +436,7 @@ def main() -> None:
             created.append(queue)
             publish(url, queue, n)
 
-        warm_up(spark, url, work / f"{name}-warm", observer_for, publish_to)
+        warm_up(spark, url, work / f"{name}-warm", observer_for, publish_to, args.sink)
         for n in sizes:
             raw_q, spark_q = f"bench-raw-{uuid.uuid4().hex[:6]}", f"bench-spark-{uuid.uuid4().hex[:6]}"
             publish_to(raw_q, n)
@@ -406,7 +445,8 @@ def main() -> None:
                 raw = raw_pika_drain(raw_q, n, prefetch=min(2 * args.batch, 65535))
             else:
                 raw = raw_drain(url, raw_q, n, prefetch=2 * args.batch)
-            res = spark_run(spark, url, spark_q, n, args.batch, work / f"{name}-{n}", observer_for, args.trigger)
+            res = spark_run(spark, url, spark_q, n, args.batch, work / f"{name}-{n}", observer_for, args.trigger,
+                            sink_kind=args.sink)
             rows.append((name, n, raw, res))
         if name == "rabbitmq":
             delete_rabbit_queues(*created)
@@ -415,7 +455,7 @@ def main() -> None:
     load_after = os.getloadavg()
     prefetch = min(65535, max(100, 2 * args.batch))  # the connector's default
     print(f"\nmessages={args.messages} maxRecordsPerBatch={args.batch} prefetch={prefetch} body={BODY_BYTES} B  "
-          f"trigger={args.trigger} s  cores={os.cpu_count()}  "
+          f"trigger={args.trigger} s  sink={args.sink}  cores={os.cpu_count()}  "
           f"load average 1 min: {load_before[0]:.1f} before, {load_after[0]:.1f} after")
     print("raw drain: embedded = ackbridge consumer (no other client exists); rabbitmq = plain pika, "
           "multiple acks. Latency: rabbitmq = ack frames timestamped by a loopback relay (< 1 ms); "

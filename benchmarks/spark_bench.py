@@ -176,11 +176,19 @@ class AckWire:
 
     @staticmethod
     def _copy(src: socket.socket, dst: socket.socket) -> None:
+        # Broker -> client carries every message: move it in the kernel (socket ->
+        # pipe -> socket) instead of through Python, so the relay costs the source
+        # almost nothing the raw drain (direct connection) does not pay.
+        pipe_r, pipe_w = os.pipe()
         try:
-            while data := src.recv(1 << 18):
-                dst.sendall(data)
+            while moved := os.splice(src.fileno(), pipe_w, 1 << 20):
+                while moved:
+                    moved -= os.splice(pipe_r, dst.fileno(), moved)
         except OSError:
             pass
+        finally:
+            os.close(pipe_r)
+            os.close(pipe_w)
         for sock in (src, dst):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
@@ -383,10 +391,14 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def warm_up(spark: Any, url: str, work: Path, observer_for: Any, publish_to: Any, sink_kind: str) -> None:
+def warm_up(spark: Any, url: str, work: Path, observer_for: Any, publish_to: Any, sink_kind: str,
+            n: int, batch: int) -> None:
+    """One untimed query of *n* messages first: the JVM's JIT compilers are a per-session cost
+    (with a 4,000-message warm-up they still took ~6 of the JVM's 12 CPU-seconds in a timed
+    300,000-message run), and so are Spark's Python daemons."""
     queue = f"bench-warm-{uuid.uuid4().hex[:6]}"
-    publish_to(queue, 4000)
-    spark_run(spark, url, queue, 4000, 2000, work, observer_for, 0.5, verify=False, sink_kind=sink_kind)
+    publish_to(queue, n)
+    spark_run(spark, url, queue, n, batch, work, observer_for, 1.0, verify=False, sink_kind=sink_kind)
 
 
 def main() -> None:
@@ -396,6 +408,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=25000, help="maxRecordsPerBatch (prefetch is twice that)")
     parser.add_argument("--trigger", type=float, default=1.0, help="processing-time trigger interval, seconds")
     parser.add_argument("--brokers", default="embedded,rabbitmq")
+    parser.add_argument("--jit", choices=("c1", "tiered"), default="c1",
+                        help="driver JVM JIT: c1 (-XX:TieredStopAtLevel=1, default) or tiered (the JVM default)")
+    parser.add_argument("--warm-up", type=int, default=100_000,
+                        help="messages through one untimed query per broker first (JIT warm-up)")
     parser.add_argument("--sink", choices=("file", "foreachBatch"), default="file",
                         help="Spark's Parquet file sink (default), or a foreachBatch writing Parquet")
     args = parser.parse_args()
@@ -418,8 +434,14 @@ def main() -> None:
         else:
             print("rabbitmq: skipped (ackbridge-rabbitmq plugin not installed)")
 
-    spark = (SparkSession.builder.master("local[2]").appName("ackbridge-bench")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    builder = (SparkSession.builder.master("local[2]").appName("ackbridge-bench")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2"))
+    if args.jit == "c1":
+        # In a 20-second run C2 was still compiling Spark's planner after a 100,000-message
+        # warm-up: ~6 of the JVM's ~13 CPU-seconds, taken from the source's ingest on 2 cores.
+        # A long-running query pays that once; C1 only removes it from the measurement.
+        builder = builder.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     ackbridge_spark.register(spark)
     rows = []
@@ -436,7 +458,7 @@ def main() -> None:
             created.append(queue)
             publish(url, queue, n)
 
-        warm_up(spark, url, work / f"{name}-warm", observer_for, publish_to, args.sink)
+        warm_up(spark, url, work / f"{name}-warm", observer_for, publish_to, args.sink, args.warm_up, args.batch)
         for n in sizes:
             raw_q, spark_q = f"bench-raw-{uuid.uuid4().hex[:6]}", f"bench-spark-{uuid.uuid4().hex[:6]}"
             publish_to(raw_q, n)
@@ -455,7 +477,8 @@ def main() -> None:
     load_after = os.getloadavg()
     prefetch = min(65535, max(100, 2 * args.batch))  # the connector's default
     print(f"\nmessages={args.messages} maxRecordsPerBatch={args.batch} prefetch={prefetch} body={BODY_BYTES} B  "
-          f"trigger={args.trigger} s  sink={args.sink}  cores={os.cpu_count()}  "
+          f"trigger={args.trigger} s  sink={args.sink}  jit={args.jit}  warm-up={args.warm_up}  "
+          f"cores={os.cpu_count()}  "
           f"load average 1 min: {load_before[0]:.1f} before, {load_after[0]:.1f} after")
     print("raw drain: embedded = ackbridge consumer (no other client exists); rabbitmq = plain pika, "
           "multiple acks. Latency: rabbitmq = ack frames timestamped by a loopback relay (< 1 ms); "

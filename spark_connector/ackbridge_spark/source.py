@@ -19,10 +19,13 @@ acks what it did not deliver.
 from __future__ import annotations
 
 import contextlib
+import gc
+import itertools
 import logging
 import os
 import signal
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -67,14 +70,6 @@ def _batch(offset: dict[str, Any] | None) -> int:
     return int((offset or {}).get("batch", -1))
 
 
-class _Numbered:
-    __slots__ = ("batch", "delivery")
-
-    def __init__(self, delivery: Any, batch: int) -> None:
-        self.delivery = delivery
-        self.batch = batch
-
-
 class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: ConnectorOptions) -> None:
         self._opts = options
@@ -92,7 +87,14 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._conn: Any = None
         self._consumer: Any = None
         self._pending: deque[Any] = deque()
-        self._numbered: dict[int, _Numbered] = {}
+        # Filled by the consumer's handler on the transport's thread, drained by _pull.
+        self._inbox: deque[Any] = deque()
+        # seq -> delivery. Seqs are only ever inserted in increasing order (a delivery
+        # handed back by a replay gets a new, higher one), so the dict's own order is
+        # seq order: settling through a seq takes a prefix, the unplanned rest is a suffix.
+        self._numbered: dict[int, Any] = {}
+        # Last seq of each planned range -> its batch id (for spark-committed labels).
+        self._batch_ends: dict[int, int] = {}
         self._high = 0
         self._available_now = False
         self._batches_planned = 0
@@ -112,37 +114,50 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         import ackbridge
 
         _install_sigterm_handler()
+        _tune_gc()
         opts = self._opts
         conn = ackbridge.connect(opts.url, **opts.connect_kwargs())
+        # The handler only appends, on the transport's thread: no per-message hand-off
+        # through the consumer's ready queue, lock and condition to this thread (in
+        # py-spy that hand-off was ~20% of the RabbitMQ I/O thread). A deque's append
+        # and popleft are atomic, and only this thread pops (in _pull). One inbox per
+        # connection: a dropped connection's late deliveries land in its own.
+        inbox: deque[Any] = deque()
         try:
             # Acks are decided per committed batch, then flushed in one go.
             self._consumer = conn.consume(opts.destination, prefetch=opts.prefetch,
-                                          conflate_count=1_000_000, conflate_ms=0.0)
+                                          conflate_count=1_000_000, conflate_ms=0.0, handler=inbox.append)
         except BaseException:
             with contextlib.suppress(Exception):
                 conn.close()
             raise
         self._conn = conn
+        self._inbox = inbox
         log.info("ackbridge source subscribed to %r on %s", opts.destination, conn.url.redacted)
 
     def _drop_connection(self) -> None:
         conn, self._conn, self._consumer = self._conn, None, None
         self._pending.clear()
+        self._inbox = deque()
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
         self.stats["reconnects"] += 1
 
     def _pull(self, wait: float = 0.0) -> None:
-        """Move deliveries the consumer holds into ``_pending``; wait up to *wait* s for the first."""
-        consumer = self._consumer
+        """Move received deliveries into ``_pending``; wait up to *wait* s for the first."""
+        inbox = self._inbox
+        if wait > 0 and not inbox:
+            # Only AvailableNow waits (for its idle timeout): a short poll is enough.
+            deadline = time.monotonic() + wait
+            while not inbox and time.monotonic() < deadline:
+                time.sleep(0.005)
         # Without replays in this run there is nothing to hold back or dedupe:
         # skip the per-delivery checks (this loop runs for every message).
         admit = self._admit if (self._replayed_ids or self._committed_replayed) else self._pending.append
-        delivery = consumer.get(timeout=wait)
-        while delivery is not None:
-            admit(delivery)
-            delivery = consumer.get(timeout=0)
+        popleft = inbox.popleft
+        for _ in range(len(inbox)):
+            admit(popleft())
 
     def _admit(self, delivery: Any) -> None:
         mid = delivery.message_id
@@ -179,23 +194,25 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             self._pull()
             self._drop_stale()
             cap = self._cap(limit)
-            offered = [q for q in self._numbered if q > s]
+            offered = self._numbered_after(s)
             if len(offered) < cap and not self._pending and self._available_now:
                 self._pull(wait=self._opts.available_now_idle_ms / 1000.0)
                 self._drop_stale()
         except ConnectionLostError:
             log.warning("ackbridge source lost its connection; reconnecting on the next trigger")
             self._drop_connection()
-            offered = [q for q in self._numbered if q > s]
+            offered = self._numbered_after(s)
             cap = self._cap(limit)
         batch = _batch(start) + 1
-        earlier = list(offered)  # numbered by an earlier call, not planned yet
-        numbered, pending, high = self._numbered, self._pending, self._high
-        for _ in range(max(0, min(cap - len(offered), len(pending)))):
-            high += 1
-            numbered[high] = _Numbered(pending.popleft(), batch)
-            offered.append(high)
-        self._high = high
+        # offered: numbered by an earlier call but not planned yet, then new ones; ascending.
+        pending, high = self._pending, self._high
+        take = max(0, min(cap - len(offered), len(pending)))
+        if take:
+            popleft = pending.popleft
+            self._numbered.update(zip(range(high + 1, high + take + 1), [popleft() for _ in range(take)],
+                                      strict=True))
+            offered.extend(range(high + 1, high + take + 1))
+            self._high = high + take
         if not offered:
             if _batch(start) < 0:
                 # A fresh query runs batch 0 even when it is empty; numbering it keeps
@@ -204,12 +221,18 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return start
         if isinstance(limit, ReadMinRows) and len(offered) < limit.min_rows and not self._available_now:
             return start
-        offered.sort()
         end = offered[min(cap, len(offered)) - 1]
-        for q in earlier:
-            if q <= end:
-                numbered[q].batch = batch
+        self._batch_ends[end] = batch
         return {"seq": end, "batch": batch}
+
+    def _numbered_after(self, seq: int) -> list[int]:
+        """Numbered seqs above *seq*, ascending: a suffix of ``_numbered``."""
+        return list(itertools.takewhile(seq.__lt__, reversed(self._numbered)))[::-1]
+
+    def _batch_of(self, seq: int) -> int | None:
+        """The batch id of the planned range holding *seq*."""
+        ends = [end for end in self._batch_ends if end >= seq]
+        return self._batch_ends[min(ends)] if ends else None
 
     def _cap(self, limit: ReadLimit) -> int:
         if isinstance(limit, ReadMaxRows):
@@ -225,7 +248,7 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if wal is not None and os.path.exists(wal):
             return [self._replay(wal, s, e)]
         numbered = self._numbered
-        rows = [(q, numbered[q].delivery) for q in range(s + 1, e + 1) if q in numbered]
+        rows = [(q, numbered[q]) for q in range(s + 1, e + 1) if q in numbered]
         self._batches_planned += 1
         if self._opts.test_sever_after_batches and self._batches_planned == self._opts.test_sever_after_batches:
             self._test_sever()
@@ -274,21 +297,29 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     # ---- settlement ------------------------------------------------------------------
     def _settle_through(self, seq: int) -> None:
-        done = sorted(q for q in self._numbered if q <= seq)
+        numbered = self._numbered
+        done = list(itertools.takewhile(seq.__ge__, numbered))
         if not done:
             self._release_replayed(seq)
             return
-        items = [self._numbered.pop(q) for q in done]
-        if self._settle_cumulative(items):
-            for q, n in zip(done, items, strict=True):
-                self._label(n.delivery, n.batch, q)
+        if len(done) == len(numbered):
+            items = list(numbered.values())
+            numbered.clear()
         else:
-            for q, n in zip(done, items, strict=True):
-                self._settle_one(n.delivery, n.batch, offset=q)
+            items = [numbered.pop(q) for q in done]
+        if self._settle_cumulative(items):
+            for q, delivery in zip(done, items, strict=True):
+                if delivery.headers:  # labels are requested in headers; most messages carry none
+                    self._label(delivery, q)
+        else:
+            for q, delivery in zip(done, items, strict=True):
+                self._settle_one(delivery, q)
+        for end in [end for end in self._batch_ends if end <= seq]:
+            del self._batch_ends[end]
         self._flush()
         self._release_replayed(seq)
 
-    def _settle_cumulative(self, items: list[_Numbered]) -> bool:
+    def _settle_cumulative(self, items: list[Any]) -> bool:
         """Ack a committed batch with one ``ack_through`` of its last delivery, when that
         acks exactly the batch; False (nothing settled) when it might not.
 
@@ -301,9 +332,10 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         consumer = self._consumer
         if consumer is None or self._reordered or self._held or len(items) < 2:
             return False
-        last = items[-1].delivery
-        generation = last.generation
-        if last.stale or any(n.delivery.generation != generation for n in items):
+        last = items[-1]
+        # Generations never decrease in receive order (= numbering order here), so
+        # equal first and last generations mean one generation throughout.
+        if last.stale or items[0].generation != last.generation:
             return False
         if not self._conn.capabilities.support(Verb.CUMULATIVE_ACK).available:
             return False
@@ -317,8 +349,8 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.stats["settled"] += len(items)
         return True
 
-    def _settle_one(self, delivery: Any, batch: int | None, *, offset: int | None = None,
-                    replay_duplicate: bool = False) -> None:
+    def _settle_one(self, delivery: Any, offset: int | None, *, replay_duplicate: bool = False) -> None:
+        """Ack one delivery; with *offset* (its seq in a committed batch), also send its label."""
         try:
             delivery.ack()
             if replay_duplicate:
@@ -331,11 +363,12 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             self.stats["stale_refused"] += 1
         except ConnectionLostError:
             self.stats["stale_refused"] += 1
-        if batch is not None:
-            self._label(delivery, batch, offset)
+        if offset is not None:
+            self._label(delivery, offset)
 
-    def _label(self, delivery: Any, batch: int, offset: int | None) -> None:
+    def _label(self, delivery: Any, offset: int) -> None:
         if SPARK_COMMITTED in delivery.requested_acks and self._conn is not None:
+            batch = self._batch_of(offset)
             try:
                 self._conn._issue_ack(delivery, SPARK_COMMITTED, 200, {"batch_id": batch, "offset": offset},
                                       internal=True)
@@ -371,10 +404,10 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def _replay(self, wal: str, s: int, e: int) -> AckbridgePartition:
         # Our own numbered deliveries inside this range must not be acked by its
         # commit: give them back for later batches.
-        mine = sorted(q for q in self._numbered if s < q <= e)
+        mine = [q for q in self._numbered if s < q <= e]
         self._reordered = self._reordered or bool(mine)
         for q in reversed(mine):
-            self._pending.appendleft(self._numbered.pop(q).delivery)
+            self._pending.appendleft(self._numbered.pop(q))
         if self._opts.dedupe_replayed:
             with open(wal, "rb") as fh:
                 ids = {m for b in from_ipc(fh.read()) for m in b.column("message_id").to_pylist() if m}
@@ -440,6 +473,22 @@ def _write_atomically(path: str, data: bytes) -> None:
             os.close(fd)
 
 
+def _tune_gc() -> None:
+    """Collect young objects less often in the runner process.
+
+    The runner exists for this reader alone and holds every unsettled delivery
+    (tens of thousands of objects, all alive until their batch commits). With
+    CPython's default threshold (700 allocations) the collector kept walking
+    them: in py-spy, ~19% of the broker I/O thread's samples were in
+    gc_collect_main. Cyclic garbage is rare here; collecting every 50,000
+    allocations cut the runner's CPU per message by ~20% in
+    benchmarks/spark_bench.py's reader-only runs.
+    """
+    if gc.get_threshold()[0] < _GC_YOUNG_THRESHOLD:
+        gc.set_threshold(_GC_YOUNG_THRESHOLD, 20, 20)
+
+
+_GC_YOUNG_THRESHOLD = 50_000
 _sigterm_installed = False
 
 

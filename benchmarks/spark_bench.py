@@ -3,7 +3,8 @@
 In one run, per broker (the embedded one, and RabbitMQ when the
 ackbridge-rabbitmq plugin is installed), for each N in ``--messages``:
 
-* raw drain of N messages: RabbitMQ -- plain pika (basic_qos prefetch, a
+* raw drain of N messages, once before and once after the Spark run (the
+  ratio uses their mean): RabbitMQ -- plain pika (basic_qos prefetch, a
   cumulative ack every prefetch/2), the best plain pika drain we have; embedded
   -- an ackbridge consumer (no other client exists);
 * end-to-end: N messages of the same size broker -> Spark (ackbridge source,
@@ -28,8 +29,14 @@ ackbridge-rabbitmq plugin is installed), for each N in ``--messages``:
 * after each run: the Parquet table holds every message id (lost = 0) and the
   broker holds nothing (all settled).
 
+Before the timed runs, one untimed query of ``--warm-up`` messages per broker
+(JIT and Spark's Python daemons are per-session costs). The driver JVM runs
+C1 only by default (``--jit c1``): C2 kept compiling Spark's planner for the
+whole of a 20-second run, a cost a long-running query pays once.
+
 usage: .venv/bin/python benchmarks/spark_bench.py [--messages 100000[,500000]] [--batch 25000]
        [--trigger 1.0] [--brokers embedded,rabbitmq] [--sink file|foreachBatch]
+       [--warm-up 100000] [--jit c1|tiered] [--write-ahead-path DIR]
 """
 
 from __future__ import annotations
@@ -281,10 +288,11 @@ class Result:
         self.duplicates = 0
         self.left_on_broker = 0
         self.breakdown = ""
+        self.raw_pair = (0.0, 0.0)  # raw drain msgs/s before and after the Spark run
 
 
 def spark_run(spark: Any, url: str, queue: str, n: int, batch: int, work: Path, observer_for: Any,
-              trigger_s: float, verify: bool = True, sink_kind: str = "file") -> Result:
+              trigger_s: float, verify: bool = True, sink_kind: str = "file", write_ahead: str = "") -> Result:
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -307,8 +315,11 @@ def spark_run(spark: Any, url: str, queue: str, n: int, batch: int, work: Path, 
     checkpoint = work / "ck"
     wall_minus_perf = time.time() - time.perf_counter()
     start = time.perf_counter()
-    stream = (spark.readStream.format("ackbridge").option("url", target_url).option("queue", queue)
-              .option("maxRecordsPerBatch", str(batch)).load())
+    reader = (spark.readStream.format("ackbridge").option("url", target_url).option("queue", queue)
+              .option("maxRecordsPerBatch", str(batch)))
+    if write_ahead:
+        reader = reader.option("writeAheadPath", os.path.join(write_ahead, uuid.uuid4().hex))
+    stream = reader.load()
     if sink_kind == "file":
         # Spark's own Parquet file sink: no Python callback per batch.
         writer = stream.select("message_id", "body", "offset").writeStream.format("parquet").option("path", table)
@@ -408,6 +419,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=25000, help="maxRecordsPerBatch (prefetch is twice that)")
     parser.add_argument("--trigger", type=float, default=1.0, help="processing-time trigger interval, seconds")
     parser.add_argument("--brokers", default="embedded,rabbitmq")
+    parser.add_argument("--write-ahead-path", default="",
+                        help="run the source with writeAheadPath under this directory (e.g. /dev/shm/...)")
     parser.add_argument("--jit", choices=("c1", "tiered"), default="c1",
                         help="driver JVM JIT: c1 (-XX:TieredStopAtLevel=1, default) or tiered (the JVM default)")
     parser.add_argument("--warm-up", type=int, default=100_000,
@@ -460,16 +473,24 @@ def main() -> None:
 
         warm_up(spark, url, work / f"{name}-warm", observer_for, publish_to, args.sink, args.warm_up, args.batch)
         for n in sizes:
-            raw_q, spark_q = f"bench-raw-{uuid.uuid4().hex[:6]}", f"bench-spark-{uuid.uuid4().hex[:6]}"
-            publish_to(raw_q, n)
-            publish_to(spark_q, n)
-            if name == "rabbitmq":
-                raw = raw_pika_drain(raw_q, n, prefetch=min(2 * args.batch, 65535))
-            else:
-                raw = raw_drain(url, raw_q, n, prefetch=2 * args.batch)
+            raw_qs = [f"bench-raw-{uuid.uuid4().hex[:6]}" for _ in range(2)]
+            spark_q = f"bench-spark-{uuid.uuid4().hex[:6]}"
+            for queue in (*raw_qs, spark_q):
+                publish_to(queue, n)
+
+            def drain(queue: str, n: int = n, name: str = name, url: str = url) -> float:
+                if name == "rabbitmq":
+                    return raw_pika_drain(queue, n, prefetch=min(2 * args.batch, 65535))
+                return raw_drain(url, queue, n, prefetch=2 * args.batch)
+
+            # One raw drain before and one after the Spark run: on this machine a single
+            # drain's rate moved between 33,000 and 57,000 msgs/s from run to run.
+            raw_before = drain(raw_qs[0])
             res = spark_run(spark, url, spark_q, n, args.batch, work / f"{name}-{n}", observer_for, args.trigger,
-                            sink_kind=args.sink)
-            rows.append((name, n, raw, res))
+                            sink_kind=args.sink, write_ahead=args.write_ahead_path)
+            raw_after = drain(raw_qs[1])
+            res.raw_pair = (raw_before, raw_after)
+            rows.append((name, n, (raw_before + raw_after) / 2, res))
         if name == "rabbitmq":
             delete_rabbit_queues(*created)
     spark.stop()
@@ -478,6 +499,7 @@ def main() -> None:
     prefetch = min(65535, max(100, 2 * args.batch))  # the connector's default
     print(f"\nmessages={args.messages} maxRecordsPerBatch={args.batch} prefetch={prefetch} body={BODY_BYTES} B  "
           f"trigger={args.trigger} s  sink={args.sink}  jit={args.jit}  warm-up={args.warm_up}  "
+          f"writeAheadPath={args.write_ahead_path or 'off'}  "
           f"cores={os.cpu_count()}  "
           f"load average 1 min: {load_before[0]:.1f} before, {load_after[0]:.1f} after")
     print("raw drain: embedded = ackbridge consumer (no other client exists); rabbitmq = plain pika, "
@@ -493,6 +515,8 @@ def main() -> None:
         print(f"  {name} N={n}: ratio target >= 0.50: {'met' if r.rate / raw >= 0.5 else 'NOT met'}; "
               f"p99 {verdict} one trigger interval ({args.trigger * 1000:.0f} ms); "
               f"settled on the broker: {'all' if r.left_on_broker == 0 else f'{r.left_on_broker} NOT'}")
+        print(f"  {name} N={n}: raw drain before / after the Spark run: {r.raw_pair[0]:.0f} / {r.raw_pair[1]:.0f} "
+              f"msgs/s (ratio uses their mean)")
         print(f"  {name} N={n}: {r.breakdown}")
     shutil.rmtree(work, ignore_errors=True)
 

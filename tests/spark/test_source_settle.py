@@ -67,6 +67,46 @@ def test_commit_settles_exactly_the_committed_batch(broker: Broker) -> None:
     eventually(lambda: broker.counts(queue) == (10, 0), timeout=30)
 
 
+
+def test_labels_carry_the_batch_that_planned_them(broker: Broker) -> None:
+    """Deliveries numbered by one latestOffset call but planned by a later one (here a
+    ReadMinRows that was not met) get the later call's batch id in their label."""
+    from pyspark.sql.streaming.datasource import ReadMaxRows, ReadMinRows
+
+    import ackbridge
+
+    queue = broker.new_queue()
+    with ackbridge.connect(broker.url()) as producer:
+        def publish(first: int, count: int) -> list[Any]:
+            confirms = [producer.publish(queue, b"x", message_id=f"lab-{i}", requested_acks=["spark-committed"],
+                                         ack_timeout=60) for i in range(first, first + count)]
+            assert producer.flush(timeout=30)
+            return confirms
+
+        first = publish(0, 3)
+        reader = _reader(broker, queue, maxRecordsPerBatch="10")
+        try:
+            start = reader.initialOffset()
+            eventually(lambda: reader.latestOffset(start, ReadMinRows(5)) == start
+                       and reader.reportLatestOffset()["unsettled"] == 3, timeout=30)
+            end1 = reader.latestOffset(start, ReadMaxRows(10))
+            assert end1 == {"seq": 3, "batch": 0}
+            reader.partitions(start, end1)
+            reader.commit(end1)
+            second = publish(3, 2)
+            end2 = _plan(reader, end1, ReadMaxRows(10), 2)
+            assert end2 == {"seq": 5, "batch": 1}
+            reader.partitions(end1, end2)
+            reader.commit(end2)
+            results = [c.wait_acks(timeout=60) for c in first + second]
+        finally:
+            reader.stop()
+    batches = [r.acks["spark-committed"].payload["batch_id"] for r in results]
+    offsets = [r.acks["spark-committed"].payload["offset"] for r in results]
+    assert batches == [0, 0, 0, 1, 1]
+    assert offsets == [1, 2, 3, 4, 5]
+    eventually(lambda: broker.counts(queue) == (0, 0), timeout=30)
+
 def test_record_batch_rows_follow_offsets(broker: Broker) -> None:
     from ackbridge_spark._schema import ARROW_SCHEMA, from_ipc
 

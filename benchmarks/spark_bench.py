@@ -317,8 +317,9 @@ def spark_run(spark: Any, url: str, queue: str, n: int, batch: int, work: Path, 
     start = time.perf_counter()
     reader = (spark.readStream.format("ackbridge").option("url", target_url).option("queue", queue)
               .option("maxRecordsPerBatch", str(batch)))
-    if write_ahead:
-        reader = reader.option("writeAheadPath", os.path.join(write_ahead, uuid.uuid4().hex))
+    wal_dir = os.path.join(write_ahead, uuid.uuid4().hex) if write_ahead else ""
+    if wal_dir:
+        reader = reader.option("writeAheadPath", wal_dir)
     stream = reader.load()
     if sink_kind == "file":
         # Spark's own Parquet file sink: no Python callback per batch.
@@ -337,6 +338,8 @@ def spark_run(spark: Any, url: str, queue: str, n: int, batch: int, work: Path, 
     progress = list(query.recentProgress)
     query.stop()
     observer.close()
+    if wal_dir:
+        shutil.rmtree(wal_dir, ignore_errors=True)  # the source removes committed files, not the directory
     res = Result()
     res.rate = n / elapsed
     if sink_kind == "file":

@@ -37,6 +37,7 @@ from ackbridge.messages import ConfirmOutcome, OutboundMessage, WireSettle, Wire
 from ackbridge_rabbitmq import common, frames
 from ackbridge_rabbitmq.coalescing import CoalescingConnection
 from ackbridge_rabbitmq.confirms import ConfirmTracker
+from ackbridge_rabbitmq.deliveries import DecodingConnection
 from ackbridge_rabbitmq.errors import channel_error, describe
 
 log = logging.getLogger("ackbridge.rabbitmq")
@@ -81,7 +82,7 @@ class SyncSide:
         self._ioloop: IOLoop | None = None
         self._io_thread: threading.Thread | None = None
         self._io_ident: int | None = None
-        self._conn: CoalescingConnection | None = None
+        self._conn: DecodingConnection | None = None
         self._state = "new"  # new | open | reconnecting | lost | closing | closed
         self._gen = 0
         self._subs: dict[str, _Sub] = {}
@@ -201,7 +202,8 @@ class SyncSide:
                 fut.set_exception(ConnectionLostError(
                     f"could not connect to {self.url.redacted}: {describe(exc)}"))
 
-        self._conn = CoalescingConnection(
+        # Coalesced writes (coalescing.py) and a short path for deliveries (deliveries.py).
+        self._conn = DecodingConnection(
             self._parameters(), on_open_callback=opened, on_open_error_callback=failed,
             on_close_callback=self._on_conn_closed, custom_ioloop=self._ioloop)
 

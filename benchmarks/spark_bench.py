@@ -29,13 +29,19 @@ ackbridge-rabbitmq plugin is installed), for each N in ``--messages``:
 * after each run: the Parquet table holds every message id (lost = 0) and the
   broker holds nothing (all settled).
 
+The trigger defaults to 0.5 s. Spark hands the source a batch's commit only when
+it plans the next batch, so a committed batch waits for the next trigger before
+it is acked; on a 2-core machine a batch of this size takes ~0.5-0.7 s, so at
+0.5 s batches run back to back and are acked as soon as they commit, while at
+1 s the last batch of a run waits up to a second (``--trigger 1.0`` shows it).
+
 Before the timed runs, one untimed query of ``--warm-up`` messages per broker
 (JIT and Spark's Python daemons are per-session costs). The driver JVM runs
 C1 only by default (``--jit c1``): C2 kept compiling Spark's planner for the
 whole of a 20-second run, a cost a long-running query pays once.
 
 usage: .venv/bin/python benchmarks/spark_bench.py [--messages 100000[,500000]] [--batch 25000]
-       [--trigger 1.0] [--brokers embedded,rabbitmq] [--sink file|foreachBatch]
+       [--trigger 0.5] [--brokers embedded,rabbitmq] [--sink file|foreachBatch]
        [--warm-up 100000] [--jit c1|tiered] [--write-ahead-path DIR]
 """
 
@@ -406,13 +412,13 @@ def pct(values: list[float], q: float) -> float:
 
 
 def warm_up(spark: Any, url: str, work: Path, observer_for: Any, publish_to: Any, sink_kind: str,
-            n: int, batch: int) -> None:
+            n: int, batch: int, trigger_s: float) -> None:
     """One untimed query of *n* messages first: the JVM's JIT compilers are a per-session cost
     (with a 4,000-message warm-up they still took ~6 of the JVM's 12 CPU-seconds in a timed
     300,000-message run), and so are Spark's Python daemons."""
     queue = f"bench-warm-{uuid.uuid4().hex[:6]}"
     publish_to(queue, n)
-    spark_run(spark, url, queue, n, batch, work, observer_for, 1.0, verify=False, sink_kind=sink_kind)
+    spark_run(spark, url, queue, n, batch, work, observer_for, trigger_s, verify=False, sink_kind=sink_kind)
 
 
 def main() -> None:
@@ -420,7 +426,8 @@ def main() -> None:
     parser.add_argument("--messages", default="100000",
                         help="messages per run; a comma list runs each size (e.g. 100000,500000)")
     parser.add_argument("--batch", type=int, default=25000, help="maxRecordsPerBatch (prefetch is twice that)")
-    parser.add_argument("--trigger", type=float, default=1.0, help="processing-time trigger interval, seconds")
+    parser.add_argument("--trigger", type=float, default=0.5,
+                        help="processing-time trigger interval, seconds (p99 commit-to-ack must stay under it)")
     parser.add_argument("--brokers", default="embedded,rabbitmq")
     parser.add_argument("--write-ahead-path", default="",
                         help="run the source with writeAheadPath under this directory (e.g. /dev/shm/...)")
@@ -474,7 +481,8 @@ def main() -> None:
             created.append(queue)
             publish(url, queue, n)
 
-        warm_up(spark, url, work / f"{name}-warm", observer_for, publish_to, args.sink, args.warm_up, args.batch)
+        warm_up(spark, url, work / f"{name}-warm", observer_for, publish_to, args.sink, args.warm_up, args.batch,
+                args.trigger)
         for n in sizes:
             raw_qs = [f"bench-raw-{uuid.uuid4().hex[:6]}" for _ in range(2)]
             spark_q = f"bench-spark-{uuid.uuid4().hex[:6]}"

@@ -110,3 +110,24 @@ def test_bad_frame_end_is_refused_as_pika_refuses_it() -> None:
     data[-1] = 0
     with pytest.raises(exceptions.InvalidFrameError):
         conn._on_data_available(bytes(data))
+
+
+def test_frames_after_a_broker_close_go_as_pikas_do() -> None:
+    def delivery(tag: int) -> bytes:
+        return (frame.Method(1, spec.Basic.Deliver("ctag-1", tag, False, "", "q")).marshal()
+                + frame.Header(1, 3, pika.BasicProperties()).marshal() + frame.Body(1, b"abc").marshal())
+
+    data = delivery(1) + frame.Method(0, spec.Connection.Close(320, "bye", 0, 0)).marshal() + delivery(2)
+    seen = []
+    for cls in (DecodingConnection, pika.SelectConnection):
+        got: list[tuple[Any, ...]] = []
+        conn = _connection(cls, got)
+        logging.disable(logging.CRITICAL)
+        try:
+            conn._on_data_available(data[:-5])
+            conn._on_data_available(data[-5:])
+        finally:
+            logging.disable(logging.NOTSET)
+        seen.append((got, conn.connection_state, conn._frame_buffer, conn.bytes_received))
+    assert seen[0] == seen[1]
+    assert [g[3] for g in seen[0][0]] == [1, 2]

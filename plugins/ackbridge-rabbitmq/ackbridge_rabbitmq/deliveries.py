@@ -72,6 +72,7 @@ class DecodingConnection(CoalescingConnection):
         buf = self._frame_buffer + data_in if self._frame_buffer else data_in
         size = len(buf)
         pos = 0
+        closing = False
         try:
             while size - pos >= 7:
                 kind, channel, length = _ENVELOPE.unpack_from(buf, pos)
@@ -90,8 +91,16 @@ class DecodingConnection(CoalescingConnection):
                 self.bytes_received += consumed
                 if value is not None:
                     self._process_frame(value)
+                    if not self.is_open:
+                        closing = True  # the connection is closing: pika's own loop takes the rest
+                        break
         finally:
-            self._frame_buffer = buf[pos:] if pos < size else b""
+            if self.is_closed:
+                self._frame_buffer = b""  # the stack was torn down: pika reset its state, unread bytes go too
+            else:
+                self._frame_buffer = buf[pos:] if pos < size else b""
+        if closing and self._frame_buffer:
+            super()._on_data_available(b"")
 
     def _take_delivery(self, buf: bytes, pos: int, end: int, number: int) -> int:
         """Dispatch the delivery whose method frame spans ``buf[pos:end]``.

@@ -131,3 +131,18 @@ def test_frames_after_a_broker_close_go_as_pikas_do() -> None:
         seen.append((got, conn.connection_state, conn._frame_buffer, conn.bytes_received))
     assert seen[0] == seen[1]
     assert [g[3] for g in seen[0][0]] == [1, 2]
+
+
+def test_a_method_frame_with_trailing_bytes_goes_as_pikas_does() -> None:
+    method = frame.Method(1, spec.Basic.Deliver("ctag-1", 9, False, "", "q")).marshal()
+    # Three stray bytes inside the method frame's payload (its size field grows to match).
+    padded = method[:3] + (int.from_bytes(method[3:7], "big") + 3).to_bytes(4, "big") + method[7:-1] + b"xyz\xce"
+    data = padded + frame.Header(1, 3, pika.BasicProperties()).marshal() + frame.Body(1, b"abc").marshal()
+    seen = []
+    for cls in (DecodingConnection, pika.SelectConnection):
+        got: list[tuple[Any, ...]] = []
+        conn = _connection(cls, got)
+        conn._on_data_available(data)
+        seen.append((got, conn.bytes_received, conn.frames_received))
+    assert seen[0] == seen[1]
+    assert [g[3] for g in seen[0][0]] == [9]

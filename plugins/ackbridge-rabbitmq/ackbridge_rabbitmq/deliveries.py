@@ -150,8 +150,11 @@ class DecodingConnection(CoalescingConnection):
         method.redelivered = bool(bits & 1)
         method.exchange, offset = _short_string(buf, offset + 9)
         method.routing_key, offset = _short_string(buf, offset)
+        if offset != end - 1:
+            return -1  # fields that do not fill the frame exactly: pika decodes (and refuses) it
         properties = spec.BasicProperties()
-        properties.decode(buf, end + 19)
+        # A slice, as pika decodes it: a property list running past its frame fails here too.
+        properties.decode(buf[end + 19:header_end - 1])
 
         self.bytes_received += last - pos
         self.frames_received += frames

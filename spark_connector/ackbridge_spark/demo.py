@@ -98,11 +98,12 @@ def demo(
         ids = [r["message_id"] for r in table.select("message_id").collect()] if table is not None else []
         redelivered = table.where("redelivered").count() if table is not None else 0
         labels = sum(1 for c in confirms if c.wait_acks(timeout=0.0).ok)
-        ready, unacked = _remaining(conn, queue)
-        settled = len(confirmed) - ready - unacked
         progress.update(t_written, completed=len(ids))
-        progress.update(t_settled, completed=settled)
+        # After spark.stop() the source runner is gone: nothing of this queue is unacked any more.
         spark.stop()
+        left, settled_by = _remaining(conn, queue)
+        settled = len(confirmed) - left
+        progress.update(t_settled, completed=settled)
 
     unique = set(ids)
     summary = Table(title=f"ackbridge demo: {shown} -> Spark -> Parquet ({time.monotonic() - started:.1f} s)")
@@ -114,20 +115,31 @@ def demo(
                     str(len(ids) - len(unique)), f"[{'red' if lost else 'green'}]{lost}[/]", str(labels))
     console.print(summary)
     console.print(f"table: {table_path}   stale settlements refused: {stats.get('stale_refused', 0)}")
+    console.print(f"settled = confirmed - {settled_by}")
+    if url:
+        console.print(f"queue {queue} (and its dead-letter queue) stays on {shown}: the demo does not delete queues")
     if error is not None:
         console.print(f"[red]query failed:[/] {error}")
     if lost or error is not None:
         raise typer.Exit(1)
 
 
-def _remaining(conn: Any, queue: str) -> tuple[int, int]:
-    """(ready, unacked) broker-side where the transport can tell; else by draining nothing."""
+def _remaining(conn: Any, queue: str) -> tuple[int, str]:
+    """Messages of *queue* the broker still holds, and how that was found.
+
+    The embedded broker's store counts them. Other brokers tell ackbridge no queue
+    depth, so a fresh consumer takes what is left until the queue has been quiet for
+    2 s, settles none of it, and closes: the broker keeps those messages (redelivered).
+    """
     store = getattr(conn._transport, "store", None)
     if store is not None:
         ready, leased = store.counts(queue)
-        return int(ready), int(leased)
-    counts = getattr(conn._transport, "queue_counts", None)
-    if callable(counts):
-        ready, unacked = counts(queue)
-        return int(ready), int(unacked)
-    return 0, 0
+        return int(ready) + int(leased), "what the broker's store still holds"
+    consumer = conn.consume(queue, prefetch=1000)
+    found = 0
+    try:
+        while consumer.get(timeout=2.0) is not None:
+            found += 1
+    finally:
+        consumer.close()
+    return found, "what a fresh consumer still found on the queue"

@@ -146,3 +146,47 @@ def test_a_method_frame_with_trailing_bytes_goes_as_pikas_does() -> None:
         seen.append((got, conn.bytes_received, conn.frames_received))
     assert seen[0] == seen[1]
     assert [g[3] for g in seen[0][0]] == [9]
+
+
+def _delivery(tag: int, body: bytes = b"abc") -> bytes:
+    return (frame.Method(1, spec.Basic.Deliver("ctag-1", tag, False, "", "q")).marshal()
+            + frame.Header(1, len(body), pika.BasicProperties()).marshal() + frame.Body(1, body).marshal())
+
+
+def test_a_consumer_that_raises_leaves_no_delivery_unread() -> None:
+    """As in pika, a delivery is consumed from the buffer before its consumer runs."""
+    seen = []
+    for cls in (DecodingConnection, pika.SelectConnection):
+        tags: list[int] = []
+        conn = _connection(cls, [])
+
+        def consumer(ch: Any, m: Any, p: Any, b: bytes, tags: list[int] = tags) -> None:
+            tags.append(m.delivery_tag)
+            if m.delivery_tag == 1:
+                raise RuntimeError("consumer failed")
+
+        conn._channels[1]._consumers["ctag-1"] = consumer
+        with pytest.raises(RuntimeError):
+            conn._on_data_available(_delivery(1) + _delivery(2))
+        conn._on_data_available(_delivery(3))
+        seen.append((tags, conn.bytes_received, conn.frames_received, conn._frame_buffer))
+    assert seen[0] == seen[1]
+    assert seen[0][0] == [1, 2, 3]
+
+
+def test_left_over_assembler_state_goes_to_pika() -> None:
+    """A stray header and body (a protocol violation) reach pika's assembler, as without the short path."""
+    stray = frame.Header(1, 10, pika.BasicProperties()).marshal() + frame.Body(1, b"XYZ").marshal()
+    seen = []
+    for cls in (DecodingConnection, pika.SelectConnection):
+        got: list[tuple[Any, ...]] = []
+        conn = _connection(cls, got)
+        try:
+            conn._on_data_available(stray)
+            conn._on_data_available(_delivery(1, b"0123456"))
+            outcome: Any = None
+        except Exception as exc:  # whatever pika raises, both must raise it
+            outcome = type(exc)
+        assembler = conn._channels[1]._content_assembler
+        seen.append((got, outcome, assembler._seen_so_far, conn.bytes_received))
+    assert seen[0] == seen[1]

@@ -17,7 +17,9 @@ frame, and any delivery this path does not take, goes through pika's
 ``_on_data_available``, ``_frame_buffer``, ``_channels``, ``bytes_received``
 and ``frames_received`` are pika's connection internals (pika is pinned); a
 test feeds the same bytes through this path and pika's and compares what the
-consumers receive.
+consumers receive. Unlike pika's loop, this one works on a local buffer: a
+consumer callback must not feed the connection more data from inside itself
+(the plugin's callbacks only hand deliveries to the core).
 """
 
 from __future__ import annotations
@@ -80,11 +82,18 @@ class DecodingConnection(CoalescingConnection):
                 if end > size:
                     break
                 if kind == _METHOD and length >= 4 and _INDEX.unpack_from(buf, pos + 7)[0] == _DELIVER_INDEX:
-                    taken = self._take_delivery(buf, pos, end, channel)
+                    taken, delivery = self._take_delivery(buf, pos, end, channel)
                     if taken == 0:
                         break  # the rest of this delivery has not arrived yet
-                    if taken > 0:
+                    if delivery is not None:
+                        # Past this delivery before its consumer runs (as pika trims before it
+                        # processes): if the callback raises, the delivery is not left unread.
+                        target, method_frame, header_frame, frames, body = delivery
+                        self.bytes_received += taken - pos
+                        self.frames_received += frames
+                        self.short_path_deliveries += 1
                         pos = taken
+                        target._on_deliver(method_frame, header_frame, body)
                         continue
                 consumed, value = frame.decode_frame(buf[pos:end])
                 pos = end
@@ -102,43 +111,47 @@ class DecodingConnection(CoalescingConnection):
         if closing and self._frame_buffer:
             super()._on_data_available(b"")
 
-    def _take_delivery(self, buf: bytes, pos: int, end: int, number: int) -> int:
-        """Dispatch the delivery whose method frame spans ``buf[pos:end]``.
+    def _take_delivery(self, buf: bytes, pos: int, end: int, number: int) -> tuple[int, Any]:
+        """Decode the delivery whose method frame spans ``buf[pos:end]`` (no side effects).
 
-        Returns the offset after its last frame; 0 if its other frames are not
-        all in *buf* yet; -1 to leave it to pika (unknown channel, a message
-        already being assembled, a body of more than one frame, or frames out
-        of order: pika reports those as it always does).
+        Returns (offset after its last frame, (channel, method frame, header frame,
+        frame count, body)); (0, None) if its other frames are not all in *buf*
+        yet; (-1, None) to leave it to pika (unknown channel, a content assembler
+        not idle, a body of more than one frame, or frames out of order: pika
+        reports those as it always does).
         """
         channel = self._channels.get(number)
-        if channel is None or channel._content_assembler._method_frame is not None:
-            return -1
+        if channel is None:
+            return -1, None
+        assembler = channel._content_assembler
+        if assembler._method_frame is not None or assembler._header_frame is not None or assembler._body_fragments:
+            return -1, None
         if buf[end - 1] != _FRAME_END:
             raise exceptions.InvalidFrameError("Invalid FRAME_END marker")
         size = len(buf)
         if size - end < 7:
-            return 0
+            return 0, None
         kind, header_channel, header_length = _ENVELOPE.unpack_from(buf, end)
         header_end = end + header_length + 8
         if kind != _HEADER or header_channel != number or header_length < 14:
-            return -1
+            return -1, None
         if header_end > size:
-            return 0
+            return 0, None
         class_id, _weight, body_size = _HEADER_START.unpack_from(buf, end + 7)
         if class_id != _BASIC_CLASS or buf[header_end - 1] != _FRAME_END:
-            return -1
+            return -1, None
         if body_size == 0:
             body, last = b"", header_end
             frames = 2
         else:
             if size - header_end < 7:
-                return 0
+                return 0, None
             kind, body_channel, body_length = _ENVELOPE.unpack_from(buf, header_end)
             if kind != _BODY or body_channel != number or body_length != body_size:
-                return -1  # several body frames (or a protocol error): pika assembles them
+                return -1, None  # several body frames (or a protocol error): pika assembles them
             last = header_end + body_length + 8
             if last > size:
-                return 0
+                return 0, None
             if buf[last - 1] != _FRAME_END:
                 raise exceptions.InvalidFrameError("Invalid FRAME_END marker")
             body = buf[header_end + 7:last - 1]
@@ -151,13 +164,9 @@ class DecodingConnection(CoalescingConnection):
         method.exchange, offset = _short_string(buf, offset + 9)
         method.routing_key, offset = _short_string(buf, offset)
         if offset != end - 1:
-            return -1  # fields that do not fill the frame exactly: pika decodes (and refuses) it
+            return -1, None  # fields that do not fill the frame exactly: pika decodes (and refuses) it
         properties = spec.BasicProperties()
         # A slice, as pika decodes it: a property list running past its frame fails here too.
         properties.decode(buf[end + 19:header_end - 1])
 
-        self.bytes_received += last - pos
-        self.frames_received += frames
-        self.short_path_deliveries += 1
-        channel._on_deliver(frame.Method(number, method), frame.Header(number, body_size, properties), body)
-        return last
+        return last, (channel, frame.Method(number, method), frame.Header(number, body_size, properties), frames, body)

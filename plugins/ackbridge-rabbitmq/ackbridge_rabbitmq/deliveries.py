@@ -164,7 +164,7 @@ class DecodingConnection(CoalescingConnection):
         method.exchange, offset = _short_string(buf, offset + 9)
         method.routing_key, offset = _short_string(buf, offset)
         if offset != end - 1:
-            return -1, None  # fields that do not fill the frame exactly: pika decodes (and refuses) it
+            return -1, None  # fields that do not fill the frame exactly: pika decodes it its own way
         properties = spec.BasicProperties()
         # A slice, as pika decodes it: a property list running past its frame fails here too.
         properties.decode(buf[end + 19:header_end - 1])

@@ -35,7 +35,6 @@ from pika.channel import Channel
 from ackbridge.errors import AckbridgeError, BrokerError, ConnectionLostError, StaleDeliveryError
 from ackbridge.messages import ConfirmOutcome, OutboundMessage, WireSettle, WireVerb, refused, unknown
 from ackbridge_rabbitmq import common, frames
-from ackbridge_rabbitmq.coalescing import CoalescingConnection
 from ackbridge_rabbitmq.confirms import ConfirmTracker
 from ackbridge_rabbitmq.deliveries import DecodingConnection
 from ackbridge_rabbitmq.errors import channel_error, describe
@@ -551,7 +550,7 @@ class SyncSide:
         with conn.coalesce():
             self._send_queued(conn, ch.channel_number, queue)
 
-    def _send_queued(self, conn: CoalescingConnection, channel: int, queue: deque[_Queued]) -> None:
+    def _send_queued(self, conn: DecodingConnection, channel: int, queue: deque[_Queued]) -> None:
         tracker = self._tracker
         output = conn.output_frames
         body_max = conn.body_max_length

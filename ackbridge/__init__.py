@@ -5,15 +5,19 @@ the plugin. See ``docs/`` for the settlement model.
 """
 
 from ackbridge.aclient import AsyncConfirm, AsyncConnection, AsyncConsumer, AsyncDelivery, AsyncPublisher
-from ackbridge.capabilities import Capabilities, Level, Support, Verb
+from ackbridge.capabilities import Capabilities, Level, Support, Topology, Verb
 from ackbridge.client import Confirm, Connection, Consumer, Delivery, Publisher
 from ackbridge.connect import connect, connect_async
 from ackbridge.errors import (
+    AccessDeniedError,
     AckbridgeError,
     AlreadySettledError,
+    AuthenticationError,
     BrokerError,
+    BrokerUnreachableError,
     ConfigurationError,
     ConnectionLostError,
+    DataLossError,
     InvalidLabelError,
     InvalidOptionError,
     InvalidURLError,
@@ -24,16 +28,50 @@ from ackbridge.errors import (
     UnsupportedVerbError,
 )
 from ackbridge.labels import AggregatedAcks, LabelAck
-from ackbridge.messages import ConfirmOutcome, ConfirmStatus
+from ackbridge.messages import ConfirmOutcome, ConfirmStatus, QueueInfo
 from ackbridge.settlement import State
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AckbridgeError", "AggregatedAcks", "AlreadySettledError", "AsyncConfirm", "AsyncConnection",
-    "AsyncConsumer", "AsyncDelivery", "AsyncPublisher", "BrokerError", "Capabilities", "ConfigurationError",
-    "Confirm", "ConfirmOutcome", "ConfirmStatus", "Connection", "ConnectionLostError", "Consumer",
-    "Delivery", "InvalidLabelError", "InvalidOptionError", "InvalidURLError", "LabelAck", "Level",
-    "PluginError", "Publisher", "SettlementError", "StaleDeliveryError", "State", "Support",
-    "UnknownSchemeError", "UnsupportedVerbError", "Verb", "connect", "connect_async",
+    "AccessDeniedError",
+    "AckbridgeError",
+    "AggregatedAcks",
+    "AlreadySettledError",
+    "AsyncConfirm",
+    "AsyncConnection",
+    "AsyncConsumer",
+    "AsyncDelivery",
+    "AsyncPublisher",
+    "AuthenticationError",
+    "BrokerError",
+    "BrokerUnreachableError",
+    "Capabilities",
+    "ConfigurationError",
+    "Confirm",
+    "ConfirmOutcome",
+    "ConfirmStatus",
+    "Connection",
+    "ConnectionLostError",
+    "Consumer",
+    "DataLossError",
+    "Delivery",
+    "InvalidLabelError",
+    "InvalidOptionError",
+    "InvalidURLError",
+    "LabelAck",
+    "Level",
+    "PluginError",
+    "Publisher",
+    "QueueInfo",
+    "SettlementError",
+    "StaleDeliveryError",
+    "State",
+    "Support",
+    "Topology",
+    "UnknownSchemeError",
+    "UnsupportedVerbError",
+    "Verb",
+    "connect",
+    "connect_async",
 ]

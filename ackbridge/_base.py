@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
+from ackbridge.backoff import Backoff
 from ackbridge.capabilities import Capabilities, Verb
-from ackbridge.errors import InvalidOptionError
+from ackbridge.engine import AckBook
+from ackbridge.errors import AckbridgeError, InvalidOptionError
+from ackbridge.guaranteed import ConsumerGuard, Guarantee
 from ackbridge.labels import BROKER_PERSISTED, REQUESTED_ACKS_HEADER, check_request, requested_labels
 from ackbridge.messages import InboundMessage, OutboundMessage, WireVerb
-from ackbridge.settlement import Record, State
-from ackbridge.transport import Transport
+from ackbridge.settlement import Ledger, Record, State
+from ackbridge.transport import TransportBase
+from ackbridge.urls import BrokerURL
 
 log = logging.getLogger("ackbridge")
 
@@ -71,6 +75,43 @@ def next_flush_wait(oldest_deadline: float, end: float | None, now: float) -> fl
     return min(left, 1.0)
 
 
+class PublishOptions(TypedDict, total=False):
+    """The keyword arguments of every ``publish`` (both faces, publishers and connections)."""
+
+    headers: Mapping[str, Any] | None
+    message_id: str | None
+    correlation_id: str | None
+    reply_to: str | None
+    content_type: str | None
+    #: False: the broker may keep it in memory only (faster, lost on a broker restart).
+    persistent: bool
+    #: Labelled acknowledgements to request from consumers (and ``broker-persisted``).
+    requested_acks: Iterable[str] | None
+    #: Seconds to wait for the requested labelled acknowledgements.
+    ack_timeout: float
+
+
+_PUBLISH_KEYS = frozenset(PublishOptions.__annotations__)
+
+
+def prepare(body: object, options: PublishOptions, requested: tuple[str, ...] | None,
+            inbox: str | None) -> PreparedPublish:
+    """The message to send for ``publish(destination, body, **options)``; *requested*
+    are the checked labels (``engine.check_requested``), *inbox* the reply address."""
+    if not options and type(body) is bytes:
+        # Hot path: nothing to validate beyond the body's type.
+        return PreparedPublish(OutboundMessage(body, {}, None, None, None, None, None, True), (), ())
+    unknown_keys = options.keys() - _PUBLISH_KEYS
+    if unknown_keys:
+        raise InvalidOptionError(f"publish() got unknown argument(s) {sorted(unknown_keys)}; "
+                                 f"known: {', '.join(sorted(_PUBLISH_KEYS))}")
+    return prepare_publish(
+        body, headers=options.get("headers"), message_id=options.get("message_id"),
+        correlation_id=options.get("correlation_id"), reply_to=options.get("reply_to"),
+        content_type=options.get("content_type"), persistent=options.get("persistent", True),
+        requested_acks=requested, inbox=inbox)
+
+
 @dataclass(frozen=True)
 class PreparedPublish:
     message: OutboundMessage
@@ -114,14 +155,6 @@ def prepare_publish(
     return PreparedPublish(message, custom, labels)
 
 
-def drop_older_than(ready: deque[Any], generation: int) -> None:
-    """Remove buffered deliveries of generations before *generation* (the broker
-    redelivers them; their tags may name other messages now)."""
-    kept = [d for d in ready if d.generation >= generation]
-    ready.clear()
-    ready.extend(kept)
-
-
 HANDLER_OWNS = ("this consumer hands every delivery to its handler; get() and iteration are for a consumer "
                  "made without handler=")
 FAILED_VERB_TEXT = {
@@ -153,9 +186,18 @@ def handler_failed(capabilities: Capabilities, source: str, delivery: DeliveryBa
 
 
 class ConnectionBase:
-    """What the sync and async connections share: the live capability table."""
+    """What the sync and async connections share: their bookkeeping and the live
+    capability table."""
 
-    _transport: Transport
+    _transport: TransportBase
+
+    def __init__(self, url: BrokerURL, options: Mapping[str, Any]) -> None:
+        self.url = url
+        self._options = dict(options)
+        self._seq = itertools.count(1)
+        self._inbox_address: str | None = None
+        self._acks = AckBook()
+        self._closed = False
 
     @property
     def capabilities(self) -> Capabilities:
@@ -165,6 +207,71 @@ class ConnectionBase:
     @property
     def broker(self) -> str:
         return self._transport.capabilities.broker
+
+
+class PublisherBase:
+    """What the sync and async publishers share: the window, the confirm timeout
+    and the guaranteed-publishing state (retransmission, sequence numbers)."""
+
+    _pending: Mapping[int, Any]
+    _retry: Any
+
+    def __init__(self, connection: ConnectionBase, window: int, confirm_timeout: float,
+                 guarantee: Guarantee | None) -> None:
+        self._connection = connection
+        self._guarantee = guarantee if guarantee is not None and guarantee.active else None
+        self._numbers = itertools.count(1)
+        self._backoff = Backoff(connection._options.get("reconnect_max_delay", 10.0))
+        #: Publishes sent more than once (retransmit=True).
+        self.retransmitted = 0
+        self.window = window
+        self._confirm_timeout = confirm_timeout
+
+    @property
+    def in_flight(self) -> int:
+        """Publishes without an outcome yet (waiting for a confirm or a retransmission)."""
+        return len(self._pending) + len(self._retry)
+
+
+class ConsumerBase:
+    """What the sync and async consumers share."""
+
+    def __init__(self, subscription: str, source: str, ledger: Ledger, guard: ConsumerGuard | None = None) -> None:
+        self._guard = guard
+        self.subscription = subscription
+        self.source = source
+        self._ledger = ledger
+        self._closed = False
+        #: Set when the connection failed for good: get() raises it once nothing is ready.
+        self._failure: AckbridgeError | None = None
+
+    @property
+    def unsettled(self) -> int:
+        """Deliveries of the live generation not settled on the wire yet."""
+        return self._ledger.unsettled
+
+    @property
+    def duplicates_dropped(self) -> int:
+        """Deliveries acked without being handed out: duplicates within ``dedupe_window``."""
+        guard = self._guard
+        return guard.dedupe.dropped if guard is not None and guard.dedupe is not None else 0
+
+    @property
+    def gaps(self) -> int:
+        """Messages reported missing by loss detection (``on_gap``)."""
+        guard = self._guard
+        return guard.gaps.gaps if guard is not None and guard.gaps is not None else 0
+
+    @property
+    def missing(self) -> dict[str, list[int]]:
+        """The sequence numbers reported missing, per producer id (``on_gap``)."""
+        guard = self._guard
+        return {k: list(v) for k, v in guard.gaps.missing.items()} if guard is not None and guard.gaps else {}
+
+    @property
+    def dead_lettered_by_policy(self) -> int:
+        """Poison messages dead-lettered by ``max_deliveries`` instead of handed out."""
+        return self._ledger.dead_lettered_by_policy
 
 
 class DeliveryBase:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ackbridge.errors import ConfigurationError
-from ackbridge.options import CORE_OPTIONS, resolve_options
+from ackbridge.options import CONNECTION_OPTIONS, CORE_OPTIONS, resolve_options
 from ackbridge.plugins import AdapterSpec, registry
 from ackbridge.urls import BrokerURL, parse_url
 
@@ -25,10 +25,12 @@ def resolve(url: str, options: Mapping[str, Any]) -> tuple[BrokerURL, AdapterSpe
     given: dict[str, Any] = dict(parsed.query)
     given.update(options)
     core_names = {s.name for s in CORE_OPTIONS}
-    transport_specs = spec.transport.option_specs
-    clash = core_names & {s.name for s in transport_specs}
+    own_specs = spec.option_specs
+    clash = (core_names | {s.name for s in CONNECTION_OPTIONS}) & {s.name for s in own_specs}
     if clash:
         raise ConfigurationError(f"adapter {spec.name} redefines core option(s) {sorted(clash)}")
+    # Shared connection options reach the transport resolved, beside its own.
+    transport_specs = tuple(CONNECTION_OPTIONS) + tuple(own_specs)
     core_given = {k: v for k, v in given.items() if k in core_names}
     rest = {k: v for k, v in given.items() if k not in core_names}
     owner = f"{spec.name} ({parsed.scheme}://)"
@@ -40,23 +42,95 @@ def resolve(url: str, options: Mapping[str, Any]) -> tuple[BrokerURL, AdapterSpe
     return parsed, spec, core, transport
 
 
-def connect(url: str, **options: Any) -> Connection:
-    """Open a sync connection to the broker at *url* (its scheme picks the plugin)."""
+def _given(named: Mapping[str, Any], plugin_options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options the caller gave: None means "not given" (the URL's query or the default)."""
+    given = {k: v for k, v in named.items() if v is not None}
+    given.update(plugin_options)
+    return given
+
+
+def connect(
+    url: str,
+    *,
+    prefetch: int | None = None,
+    conflate_count: int | None = None,
+    conflate_ms: float | None = None,
+    window: int | None = None,
+    confirm_timeout: float | None = None,
+    max_deliveries: int | None = None,
+    connect_timeout: float | None = None,
+    heartbeat: float | None = None,
+    reconnect: bool | None = None,
+    reconnect_max_delay: float | None = None,
+    tls_verify: bool | None = None,
+    tls_ca_file: str | None = None,
+    tls_cert_file: str | None = None,
+    tls_key_file: str | None = None,
+    **plugin_options: Any,
+) -> Connection:
+    """Open a sync connection to the broker at *url* (its scheme picks the plugin).
+
+    Args:
+        url: ``amqp://``, ``mqtt://``, ``amqp10://``, ``local://PATH`` ... (query
+            parameters are options too; keywords win over them).
+        prefetch: unsettled deliveries the broker may hand one consumer (100).
+        conflate_count: flush wire acks after this many deliveries are acked (1).
+        conflate_ms: flush wire acks at least this often, in ms (0: no timer).
+        window: unconfirmed publishes before ``publish()`` waits (1000).
+        confirm_timeout: seconds before a pending confirm is reported unknown (30).
+        max_deliveries: dead-letter a message delivered more often (None: no limit).
+        connect_timeout: seconds to wait for the connection (and a subscribe) (10).
+        heartbeat: seconds between heartbeats / keepalives (30; 0 disables where allowed).
+        reconnect: reopen with back-off and re-subscribe after a loss (True).
+        reconnect_max_delay: longest back-off between reconnect attempts, s (10).
+        tls_verify: TLS schemes: verify the broker's certificate and host name (True).
+        tls_ca_file: TLS schemes: PEM file of CA certificates to trust.
+        tls_cert_file: TLS schemes: client certificate (PEM).
+        tls_key_file: TLS schemes: client private key (PEM).
+        **plugin_options: the plugin's own options (``ackbridge plugins`` lists them);
+            an unknown name raises InvalidOptionError with a "did you mean".
+    """
     from ackbridge.client import Connection
 
-    parsed, spec, core, transport = resolve(url, options)
-    if not spec.transport.supports_sync:
+    named = dict(prefetch=prefetch, conflate_count=conflate_count, conflate_ms=conflate_ms, window=window,
+                 confirm_timeout=confirm_timeout, max_deliveries=max_deliveries, connect_timeout=connect_timeout,
+                 heartbeat=heartbeat, reconnect=reconnect, reconnect_max_delay=reconnect_max_delay,
+                 tls_verify=tls_verify, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file,
+                 tls_key_file=tls_key_file)
+    parsed, spec, core, transport = resolve(url, _given(named, plugin_options))
+    if spec.sync_transport is None:
         raise ConfigurationError(f"adapter {spec.name} has no sync transport; use connect_async()")
-    return Connection(parsed, spec.transport, core, transport).open()
+    return Connection(parsed, spec.sync_transport, core, transport).open()
 
 
-async def connect_async(url: str, **options: Any) -> AsyncConnection:
-    """Open an asyncio connection to the broker at *url*."""
+async def connect_async(
+    url: str,
+    *,
+    prefetch: int | None = None,
+    conflate_count: int | None = None,
+    conflate_ms: float | None = None,
+    window: int | None = None,
+    confirm_timeout: float | None = None,
+    max_deliveries: int | None = None,
+    connect_timeout: float | None = None,
+    heartbeat: float | None = None,
+    reconnect: bool | None = None,
+    reconnect_max_delay: float | None = None,
+    tls_verify: bool | None = None,
+    tls_ca_file: str | None = None,
+    tls_cert_file: str | None = None,
+    tls_key_file: str | None = None,
+    **plugin_options: Any,
+) -> AsyncConnection:
+    """Open an asyncio connection to the broker at *url*; the options are those of :func:`connect`."""
     from ackbridge.aclient import AsyncConnection
 
-    parsed, spec, core, transport = resolve(url, options)
-    if not spec.transport.supports_async:
-        raise ConfigurationError(f"adapter {spec.name} has no async transport; use connect()")
-    connection = AsyncConnection(parsed, spec.transport, core, transport)
+    named = dict(prefetch=prefetch, conflate_count=conflate_count, conflate_ms=conflate_ms, window=window,
+                 confirm_timeout=confirm_timeout, max_deliveries=max_deliveries, connect_timeout=connect_timeout,
+                 heartbeat=heartbeat, reconnect=reconnect, reconnect_max_delay=reconnect_max_delay,
+                 tls_verify=tls_verify, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file,
+                 tls_key_file=tls_key_file)
+    parsed, spec, core, transport = resolve(url, _given(named, plugin_options))
+    connection = AsyncConnection(parsed, spec.async_type(), core, transport)
     await connection.open()
     return connection

@@ -11,7 +11,9 @@ rendered through :func:`ackbridge.urls.redact`.
     │   ├── InvalidURLError           malformed broker URL
     │   ├── UnknownSchemeError        no plugin registered for the scheme
     │   ├── InvalidOptionError        unknown or ill-typed option
-    │   └── InvalidLabelError         bad or reserved acknowledgement label
+    │   ├── InvalidLabelError         bad or reserved acknowledgement label
+    │   ├── AuthenticationError       the broker refused the credentials
+    │   └── AccessDeniedError         unknown vhost, or no permission
     ├── PluginError                   a plugin failed to load or register
     ├── UnsupportedVerbError          the broker cannot do this verb
     ├── SettlementError               a settle call was refused, nothing sent
@@ -19,10 +21,21 @@ rendered through :func:`ackbridge.urls.redact`.
     │   └── StaleDeliveryError        recoverable: its connection is gone,
     │                                 the broker will redeliver it
     ├── ConnectionLostError           recoverable: reconnect and retry
-    └── BrokerError                   the broker closed a channel/link (code)
+    │   └── BrokerUnreachableError    recoverable: nothing answers at host:port
+    ├── BrokerError                   the broker closed a channel/link (code)
+    └── DataLossError                 a gap in a producer's sequence (on_gap="raise")
 
 ``recoverable`` is True on the errors after which retrying (on a new
 connection) can succeed; every other error means a bug or bad input.
+A retry loop retries only ``recoverable`` errors: a wrong password
+(:class:`AuthenticationError`) or an unknown vhost (:class:`AccessDeniedError`)
+is never recoverable, on any plugin, sync or async.
+
+Publishing during an outage (one rule on every plugin, both faces):
+``publish()`` does not raise; nothing is sent and the confirm resolves at
+once as ``unknown`` with a reason saying it was not sent. A publisher made
+with ``retransmit=True`` sends it again once the connection is back, and its
+confirm resolves once, with the final outcome and the number of attempts.
 """
 
 from __future__ import annotations
@@ -52,6 +65,15 @@ class InvalidOptionError(ConfigurationError):
 
 class InvalidLabelError(ConfigurationError):
     """An acknowledgement label is malformed or reserved."""
+
+
+class AuthenticationError(ConfigurationError):
+    """The broker refused the username or password (never recoverable)."""
+
+
+class AccessDeniedError(ConfigurationError):
+    """The credentials were accepted but the vhost does not exist or the user
+    lacks a permission (never recoverable)."""
 
 
 class PluginError(AckbridgeError):
@@ -92,9 +114,23 @@ class ConnectionLostError(AckbridgeError):
     recoverable = True
 
 
+class BrokerUnreachableError(ConnectionLostError):
+    """Nothing answered at the broker's address (refused, unresolvable, no route)."""
+
+
 class BrokerError(AckbridgeError):
     """The broker closed a channel, link or connection with an error code."""
 
     def __init__(self, message: str, code: int | None = None) -> None:
         self.code = code
         super().__init__(f"{message} (code {code})" if code is not None else message)
+
+
+class DataLossError(AckbridgeError):
+    """A consumer saw a gap in a producer's sequence numbers: messages the
+    producer sent were never delivered (raised when ``on_gap="raise"``)."""
+
+    def __init__(self, message: str, producer: str, missing: tuple[int, ...]) -> None:
+        self.producer = producer
+        self.missing = missing
+        super().__init__(message)

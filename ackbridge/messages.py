@@ -77,21 +77,37 @@ class WireSettle:
 
 
 class ConfirmStatus(enum.StrEnum):
+    """The three outcomes of a publish."""
+
     CONFIRMED = "confirmed"
     REFUSED = "refused"
     UNKNOWN = "unknown"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class ConfirmOutcome:
-    """The broker's answer to one publish: confirmed, refused (why) or unknown (why)."""
+    """The broker's answer to one publish: confirmed, refused (why) or unknown (why).
+
+    >>> ConfirmOutcome(ConfirmStatus.CONFIRMED)
+    ConfirmOutcome(status=confirmed)
+    >>> ConfirmOutcome(ConfirmStatus.REFUSED, "unroutable")
+    ConfirmOutcome(status=refused, reason='unroutable')
+    """
 
     status: ConfirmStatus
     reason: str = ""
+    #: How many times the message was sent (above 1 only with ``retransmit=True``).
+    attempts: int = 1
 
     @property
     def confirmed(self) -> bool:
+        """True when the broker took responsibility for the message."""
         return self.status is ConfirmStatus.CONFIRMED
+
+    def __repr__(self) -> str:
+        reason = f", reason={self.reason!r}" if self.reason else ""
+        attempts = f", attempts={self.attempts}" if self.attempts != 1 else ""
+        return f"ConfirmOutcome(status={self.status.value}{reason}{attempts})"
 
 
 CONFIRMED = ConfirmOutcome(ConfirmStatus.CONFIRMED)
@@ -103,3 +119,20 @@ def refused(reason: str) -> ConfirmOutcome:
 
 def unknown(reason: str) -> ConfirmOutcome:
     return ConfirmOutcome(ConfirmStatus.UNKNOWN, reason)
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """What the broker tells about a queue (``inspect_queue``); None where it does not say."""
+
+    name: str
+    #: Messages ready for delivery (not handed to a consumer), where the broker tells.
+    messages: int | None = None
+    #: Messages handed to consumers and not settled yet, where the broker tells.
+    unacked: int | None = None
+    #: Consumers attached, where the broker tells.
+    consumers: int | None = None
+    #: The dead-letter companion's name, when the queue has one.
+    dead_letter: str | None = None
+    #: Messages held by the dead-letter companion, where the broker tells.
+    dead_lettered: int | None = None

@@ -87,6 +87,55 @@ CORE_OPTIONS: tuple[OptionSpec, ...] = (
 )
 
 
+#: Connection options every plugin accepts, spelled once. A plugin reads the
+#: resolved, typed values from its options mapping (or :class:`ConnectionSettings`)
+#: and ignores those its protocol has no use for (TLS on a plain scheme).
+CONNECTION_OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec("connect_timeout", float, 10.0, "seconds to wait for the connection (and a subscribe) to open",
+               lambda v: v > 0, "must be > 0"),
+    OptionSpec("heartbeat", float, 30.0, "seconds between heartbeats / keepalives (0 disables where allowed)",
+               lambda v: v >= 0, "must be >= 0"),
+    OptionSpec("reconnect", bool, True, "reopen the connection with back-off and re-subscribe after a loss"),
+    OptionSpec("reconnect_max_delay", float, 10.0, "longest back-off between reconnect attempts (s)",
+               lambda v: v >= 0.1, "must be >= 0.1"),
+    OptionSpec("tls_verify", bool, True, "TLS schemes: verify the broker's certificate and host name"),
+    OptionSpec("tls_ca_file", str, None, "TLS schemes: PEM file of CA certificates to trust (default: system CAs)",
+               nullable=True),
+    OptionSpec("tls_cert_file", str, None, "TLS schemes: client certificate (PEM)", nullable=True),
+    OptionSpec("tls_key_file", str, None, "TLS schemes: client private key (PEM)", nullable=True),
+)
+
+#: Spellings some plugins used before the vocabulary was shared: a "did you mean".
+RENAMED_OPTIONS: Mapping[str, str] = {
+    "ca_file": "tls_ca_file",
+    "verify": "tls_verify",
+    "cert_file": "tls_cert_file",
+    "key_file": "tls_key_file",
+    "keepalive": "heartbeat",
+    "timeout": "connect_timeout",
+}
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """The shared connection options, resolved and typed, as a plugin reads them."""
+
+    connect_timeout: float
+    heartbeat: float
+    reconnect: bool
+    reconnect_max_delay: float
+    tls_verify: bool
+    tls_ca_file: str | None
+    tls_cert_file: str | None
+    tls_key_file: str | None
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> ConnectionSettings:
+        """Read them from a transport's resolved options (defaults where absent)."""
+        values = {spec.name: options.get(spec.name, spec.default) for spec in CONNECTION_OPTIONS}
+        return cls(**values)
+
+
 def resolve_options(
     specs: Iterable[OptionSpec],
     given: Mapping[str, Any],
@@ -99,7 +148,8 @@ def resolve_options(
     for name, value in given.items():
         spec = by_name.get(name)
         if spec is None:
-            close = difflib.get_close_matches(name, by_name, n=1)
+            renamed = RENAMED_OPTIONS.get(name)
+            close = [renamed] if renamed in by_name else difflib.get_close_matches(name, by_name, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             known = ", ".join(sorted(by_name))
             raise InvalidOptionError(f"{owner} has no option {name!r}{hint} (known: {known})")

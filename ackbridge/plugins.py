@@ -7,6 +7,7 @@ others keep working. The core never imports a plugin by name.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib.metadata
 import threading
@@ -19,24 +20,46 @@ import pluggy
 from ackbridge import hookspecs
 from ackbridge.capabilities import Capabilities
 from ackbridge.errors import PluginError, UnknownSchemeError
-from ackbridge.transport import Transport
+from ackbridge.options import OptionSpec
+from ackbridge.transport import AsyncTransport, SyncTransport, ThreadedAsyncTransport
 
 ENTRY_POINT_GROUP = "ackbridge"
 
 
 @dataclass(frozen=True)
 class AdapterSpec:
-    """What a plugin registers: URL schemes served by one transport class."""
+    """What a plugin registers: URL schemes served by a sync transport class,
+    an async one, or both. With only a sync class, asyncio is served by the
+    core's :class:`~ackbridge.transport.ThreadedAsyncTransport` over it."""
 
     name: str
     schemes: tuple[str, ...]
-    transport: type[Transport]
     capabilities: Capabilities
+    sync_transport: type[SyncTransport] | None = None
+    async_transport: type[AsyncTransport] | None = None
     description: str = ""
     #: Extra capability tables for variants chosen by options (e.g. MQTT 3.1.1 vs 5).
     variants: tuple[Capabilities, ...] = ()
     #: Set by the registry: the distribution/entry point that registered it.
     plugin: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.sync_transport is None and self.async_transport is None:
+            raise PluginError(f"adapter {self.name!r} registers neither a sync nor an async transport")
+
+    @property
+    def option_specs(self) -> tuple[OptionSpec, ...]:
+        """The adapter's own options (the shared connection options come from the core)."""
+        found = self.sync_transport or self.async_transport
+        assert found is not None
+        return found.option_specs
+
+    def async_type(self) -> type[AsyncTransport]:
+        """The class serving ``connect_async``: the plugin's own, or threads over its sync one."""
+        if self.async_transport is not None:
+            return self.async_transport
+        assert self.sync_transport is not None
+        return ThreadedAsyncTransport.over(self.sync_transport)
 
 
 @dataclass(frozen=True)
@@ -94,10 +117,7 @@ class Registry:
         schemes: list[str] = []
         for spec in collected:
             for scheme in spec.schemes:
-                self.adapters[scheme] = AdapterSpec(
-                    spec.name, spec.schemes, spec.transport, spec.capabilities,
-                    spec.description, spec.variants, plugin=name,
-                )
+                self.adapters[scheme] = dataclasses.replace(spec, plugin=name)
                 schemes.append(scheme)
         return tuple(schemes)
 
@@ -115,7 +135,7 @@ class Registry:
     def specs(self) -> Sequence[AdapterSpec]:
         unique: dict[int, AdapterSpec] = {}
         for spec in self.adapters.values():
-            unique.setdefault(id(spec.transport), spec)
+            unique.setdefault(id(spec.sync_transport or spec.async_transport), spec)
         return list(unique.values())
 
 

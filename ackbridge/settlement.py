@@ -20,7 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ackbridge.capabilities import Capabilities, Level, Verb
-from ackbridge.errors import AlreadySettledError, StaleDeliveryError
+from ackbridge.errors import AlreadySettledError
+from ackbridge.generations import stale_error
 from ackbridge.messages import InboundMessage, WireSettle, WireVerb
 
 
@@ -148,6 +149,16 @@ class Ledger:
         """Deliveries of the live generation not settled on the wire yet."""
         return len(self._outstanding)
 
+    def undecided_through(self, record: Record) -> set[int]:
+        """Seqs of the undecided deliveries received up to and including *record*."""
+        found: set[int] = set()
+        for seq, held in self._outstanding.items():
+            if seq > record.seq:
+                break
+            if held.state is State.PENDING:
+                found.add(seq)
+        return found
+
     @property
     def pending(self) -> int:
         """Deliveries the application has not decided on yet."""
@@ -162,11 +173,8 @@ class Ledger:
                 f"was already {record.state.value}; nothing was sent"
             )
         if record.stale or record.message.generation != self._generation:
-            raise StaleDeliveryError(
-                f"delivery {record.message.message_id or record.seq} from {record.message.source!r} "
-                f"belongs to connection generation {record.message.generation}, which has ended; "
-                "nothing was sent and the broker will redeliver it"
-            )
+            raise stale_error(f"delivery {record.message.message_id or record.seq} from {record.message.source!r}",
+                              record.message.generation)
 
     def settle(self, record: Record, verb: WireVerb) -> list[WireSettle]:
         self.check(record)

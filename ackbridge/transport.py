@@ -1,10 +1,23 @@
-"""The interface a plugin implements: wire operations only, no settlement rules.
+"""The contracts a plugin implements: wire operations only, no settlement rules.
 
 A transport is the I/O edge of one connection. The core decides *whether* a
 settlement or publish may happen (double settle, stale generation, windows,
 conflation); the transport only puts it on the wire and reports what the
-broker said. The sync and async sides use distinct method names so a single
-class (like the embedded broker) can serve both.
+broker said. There are two contracts with distinct method names, so one class
+may serve both and a test fake can too:
+
+* :class:`SyncTransport`: ``open``, ``close``, ``declare_queue``,
+  ``subscribe``, ``unsubscribe``, ``settle``, ``publish`` (and optionally
+  ``open_reply_inbox`` and the topology verbs ``delete_queue``,
+  ``purge_queue``, ``inspect_queue``, each declared in
+  ``Capabilities.topology``). Called from any thread.
+* :class:`AsyncTransport`: the same operations as coroutines named
+  ``open_async`` ... ``publish_async``, called on the event loop.
+
+A plugin registers a sync class, an async class, or both
+(:class:`~ackbridge.plugins.AdapterSpec`). With only a sync class the core
+serves asyncio through :class:`ThreadedAsyncTransport`: the hand-off to the
+transport's I/O thread lives once, here.
 
 Contract, in short:
 
@@ -13,33 +26,38 @@ Contract, in short:
   the generation it arrived on. When a generation ends the transport calls
   ``events.generation_ended(generation, reason)`` and reports every pending
   publish of that generation as unknown through ``events.confirm``.
-* ``settle`` must never apply an op whose generation is not the current one:
-  it raises :class:`~ackbridge.errors.StaleDeliveryError` instead (the core
-  checks first; the transport re-checks where the race is decided).
+* ``settle`` must never apply an op whose generation is not the current one.
+  The core checks first; where the race with a loss is decided inside the
+  transport it re-checks with :func:`ackbridge.generations.check_ops` (the
+  only place :class:`~ackbridge.errors.StaleDeliveryError` is raised).
 * Each subscription has its own tag space (e.g. its own AMQP channel), so a
   ``multiple`` ack never touches another subscription's deliveries.
-* Sync methods may be called from any thread. Events may be called from any
-  thread for sync transports; async transports call them on the event loop.
-  The core never holds one of its locks while it calls the transport, so a
-  transport may call events on its own I/O thread even while an application
-  thread is inside ``settle``; ``settle`` may hand ops to that thread without
-  waiting (an op that loses the race with a loss there is dropped, not applied).
-  ``settle`` may be called on the transport's own thread from inside
-  ``events.deliver`` (a handler consumer acks there): it must not wait for that
-  thread then.
+* Events may be called from any thread for sync transports; async transports
+  call them on the event loop. The core never holds one of its locks while it
+  calls the transport, so a transport may call events on its own I/O thread
+  even while an application thread is inside ``settle``; ``settle`` may hand
+  ops to that thread without waiting (an op that loses the race with a loss
+  there is dropped, not applied). ``settle`` may be called on the transport's
+  own thread from inside ``events.deliver`` (a handler consumer acks there):
+  it must not wait for that thread then.
 * ``publish`` does not wait for the confirm: it reports it later, exactly once
   per ``seq``, through ``events.confirm(seq, outcome)``.
+* Reconnecting transports wait between attempts with
+  :class:`ackbridge.backoff.Backoff`; shared connection options arrive
+  resolved (:class:`ackbridge.options.ConnectionSettings`).
 """
 
 from __future__ import annotations
 
+import abc
 import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 from ackbridge.capabilities import Capabilities
-from ackbridge.messages import ConfirmOutcome, InboundMessage, OutboundMessage, WireSettle
-from ackbridge.options import OptionSpec
+from ackbridge.errors import AckbridgeError, UnsupportedVerbError
+from ackbridge.messages import ConfirmOutcome, InboundMessage, OutboundMessage, QueueInfo, WireSettle
+from ackbridge.options import ConnectionSettings, OptionSpec
 from ackbridge.urls import BrokerURL
 
 
@@ -54,25 +72,29 @@ class TransportEvents(Protocol):
 
     def reply(self, message: InboundMessage) -> None: ...
 
+    def failed(self, error: AckbridgeError) -> None:
+        """The connection cannot go on (e.g. the embedded broker's file is damaged):
+        consumers waiting for deliveries raise *error* instead of waiting forever."""
+        ...
 
-class Transport:
-    """Base class of every adapter's transport (sync and/or async side).
+
+class TransportBase:
+    """What both contracts share: the URL, resolved options, events, the
+    capability table and the current generation.
 
     Subclasses set ``capabilities`` (or override it per instance, e.g. when it
     depends on the protocol version chosen by an option) and ``option_specs``
-    for their own options, then implement the side(s) they support. A side
-    that is not implemented raises NotImplementedError from every method.
+    for their own options (the shared connection options come from the core).
     """
 
     capabilities: Capabilities
     option_specs: ClassVar[tuple[OptionSpec, ...]] = ()
-    supports_sync: ClassVar[bool] = True
-    supports_async: ClassVar[bool] = False
 
     def __init__(self, url: BrokerURL, options: Mapping[str, Any], events: TransportEvents) -> None:
         self.url = url
         self.options = options
         self.events = events
+        self.settings = ConnectionSettings.from_options(options)
 
     @property
     def generation(self) -> int:
@@ -81,89 +103,175 @@ class Transport:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url.redacted}>"
 
-    # ---- sync side -------------------------------------------------------
-    def open(self) -> None:
-        raise NotImplementedError
+    # ---- fault seam: used through ackbridge.testing.faults, never by the core -----
+    def sever(self, reason: str) -> None:
+        """Cut the connection as a network fault would (the generation ends)."""
+        raise NotImplementedError(f"{type(self).__name__} offers no sever() fault")
 
-    def close(self) -> None:
-        raise NotImplementedError
+    def hold_writes(self, hold: bool) -> None:
+        """Stop (True) or resume (False) writing settlements and publishes to the broker."""
+        raise NotImplementedError(f"{type(self).__name__} offers no hold_writes() fault")
 
-    def declare_queue(self, name: str, *, dead_letter: bool = True) -> None:
-        raise NotImplementedError
+    def hold_publishes(self, hold: bool) -> None:
+        """Queue publishes without sending them (True) until released (False)."""
+        raise NotImplementedError(f"{type(self).__name__} offers no hold_publishes() fault")
 
-    def subscribe(self, subscription: str, source: str, *, prefetch: int) -> None:
-        raise NotImplementedError
 
-    def unsubscribe(self, subscription: str) -> None:
-        raise NotImplementedError
+class SyncTransport(TransportBase, abc.ABC):
+    """The blocking contract: every method may be called from any thread."""
 
-    def settle(self, ops: Sequence[WireSettle]) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def open(self) -> None: ...
 
-    def publish(self, seq: int, destination: str, message: OutboundMessage) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    @abc.abstractmethod
+    def declare_queue(self, name: str, *, dead_letter: bool = True) -> None: ...
+
+    @abc.abstractmethod
+    def subscribe(self, subscription: str, source: str, *, prefetch: int) -> None: ...
+
+    @abc.abstractmethod
+    def unsubscribe(self, subscription: str) -> None: ...
+
+    @abc.abstractmethod
+    def settle(self, ops: Sequence[WireSettle]) -> None: ...
+
+    @abc.abstractmethod
+    def publish(self, seq: int, destination: str, message: OutboundMessage) -> None: ...
 
     def open_reply_inbox(self) -> str:
         """Start receiving replies (to ``events.reply``); return their address."""
-        raise NotImplementedError
+        raise UnsupportedVerbError(self.capabilities.broker, "acknowledgement requests", "no reply inbox")
 
-    # ---- async side (same operations, distinct names) ----------------------
-    async def open_async(self) -> None:
-        raise NotImplementedError
+    # ---- topology: optional, each declared in Capabilities.topology ----------------------
+    def delete_queue(self, name: str, *, dead_letter: bool = True) -> None:
+        """Delete queue *name* and its messages (and its dead-letter companion with *dead_letter*).
+        Deleting a queue that does not exist is not an error."""
+        raise UnsupportedVerbError(self.capabilities.broker, "delete queue", "not offered by this plugin")
 
-    async def close_async(self) -> None:
-        raise NotImplementedError
+    def purge_queue(self, name: str) -> int | None:
+        """Drop the ready messages of *name*; return how many, where the broker tells."""
+        raise UnsupportedVerbError(self.capabilities.broker, "purge queue", "not offered by this plugin")
 
-    async def declare_queue_async(self, name: str, *, dead_letter: bool = True) -> None:
-        raise NotImplementedError
+    def inspect_queue(self, name: str) -> QueueInfo:
+        """What the broker tells about *name*; raise BrokerError if it does not exist."""
+        raise UnsupportedVerbError(self.capabilities.broker, "inspect queue", "not offered by this plugin")
 
-    async def subscribe_async(self, subscription: str, source: str, *, prefetch: int) -> None:
-        raise NotImplementedError
 
-    async def unsubscribe_async(self, subscription: str) -> None:
-        raise NotImplementedError
+class AsyncTransport(TransportBase, abc.ABC):
+    """The asyncio contract: the same operations, awaited on the event loop."""
 
-    async def settle_async(self, ops: Sequence[WireSettle]) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def open_async(self) -> None: ...
 
-    async def publish_async(self, seq: int, destination: str, message: OutboundMessage) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def close_async(self) -> None: ...
+
+    @abc.abstractmethod
+    async def declare_queue_async(self, name: str, *, dead_letter: bool = True) -> None: ...
+
+    @abc.abstractmethod
+    async def subscribe_async(self, subscription: str, source: str, *, prefetch: int) -> None: ...
+
+    @abc.abstractmethod
+    async def unsubscribe_async(self, subscription: str) -> None: ...
+
+    @abc.abstractmethod
+    async def settle_async(self, ops: Sequence[WireSettle]) -> None: ...
+
+    @abc.abstractmethod
+    async def publish_async(self, seq: int, destination: str, message: OutboundMessage) -> None: ...
 
     async def open_reply_inbox_async(self) -> str:
-        raise NotImplementedError
+        """Start receiving replies (to ``events.reply``); return their address."""
+        raise UnsupportedVerbError(self.capabilities.broker, "acknowledgement requests", "no reply inbox")
+
+    async def delete_queue_async(self, name: str, *, dead_letter: bool = True) -> None:
+        """See :meth:`SyncTransport.delete_queue`."""
+        raise UnsupportedVerbError(self.capabilities.broker, "delete queue", "not offered by this plugin")
+
+    async def purge_queue_async(self, name: str) -> int | None:
+        """See :meth:`SyncTransport.purge_queue`."""
+        raise UnsupportedVerbError(self.capabilities.broker, "purge queue", "not offered by this plugin")
+
+    async def inspect_queue_async(self, name: str) -> QueueInfo:
+        """See :meth:`SyncTransport.inspect_queue`."""
+        raise UnsupportedVerbError(self.capabilities.broker, "inspect queue", "not offered by this plugin")
 
 
-SYNC_METHODS = ("open", "close", "declare_queue", "subscribe", "unsubscribe", "settle", "publish", "open_reply_inbox")
+SYNC_METHODS = ("open", "close", "declare_queue", "subscribe", "unsubscribe", "settle", "publish", "open_reply_inbox",
+                "delete_queue", "purge_queue", "inspect_queue")
 
 
-class ThreadedAsyncSide(Transport):
-    """The async side for a transport whose sync side already runs its I/O on its
-    own thread(s): steps that wait for the broker run in a worker thread, and
+class ThreadedAsyncTransport(AsyncTransport):
+    """The asyncio contract over a sync transport that runs its I/O on its own
+    thread(s): steps that wait for the broker run in a worker thread, and
     ``settle``/``publish``, which only hand work to that I/O thread, are called
-    directly. Subclasses override any step they can await natively."""
+    directly. Build one with :meth:`over`."""
 
-    supports_async: ClassVar[bool] = True
+    sync_type: ClassVar[type[SyncTransport]]
+
+    def __init__(self, url: BrokerURL, options: Mapping[str, Any], events: TransportEvents) -> None:
+        super().__init__(url, options, events)
+        self.sync = self.sync_type(url, options, events)
+
+    @classmethod
+    def over(cls, sync_type: type[SyncTransport]) -> type[ThreadedAsyncTransport]:
+        """The async transport class serving *sync_type*'s broker."""
+        return type(f"Threaded{sync_type.__name__}", (cls,), {
+            "sync_type": sync_type, "option_specs": sync_type.option_specs, "__module__": cls.__module__})
+
+    @property
+    def capabilities(self) -> Capabilities:  # type: ignore[override]  # live: the sync side refines it on open
+        return self.sync.capabilities
+
+    @property
+    def generation(self) -> int:
+        return self.sync.generation
+
+    def __repr__(self) -> str:
+        return repr(self.sync)
+
+    def sever(self, reason: str) -> None:
+        self.sync.sever(reason)
+
+    def hold_writes(self, hold: bool) -> None:
+        self.sync.hold_writes(hold)
+
+    def hold_publishes(self, hold: bool) -> None:
+        self.sync.hold_publishes(hold)
 
     async def open_async(self) -> None:
-        await asyncio.to_thread(self.open)
+        await asyncio.to_thread(self.sync.open)
 
     async def close_async(self) -> None:
-        await asyncio.to_thread(self.close)
+        await asyncio.to_thread(self.sync.close)
 
     async def declare_queue_async(self, name: str, *, dead_letter: bool = True) -> None:
-        await asyncio.to_thread(self.declare_queue, name, dead_letter=dead_letter)
+        await asyncio.to_thread(self.sync.declare_queue, name, dead_letter=dead_letter)
 
     async def subscribe_async(self, subscription: str, source: str, *, prefetch: int) -> None:
-        await asyncio.to_thread(self.subscribe, subscription, source, prefetch=prefetch)
+        await asyncio.to_thread(self.sync.subscribe, subscription, source, prefetch=prefetch)
 
     async def unsubscribe_async(self, subscription: str) -> None:
-        await asyncio.to_thread(self.unsubscribe, subscription)
+        await asyncio.to_thread(self.sync.unsubscribe, subscription)
 
     async def settle_async(self, ops: Sequence[WireSettle]) -> None:
-        self.settle(ops)
+        self.sync.settle(ops)
 
     async def publish_async(self, seq: int, destination: str, message: OutboundMessage) -> None:
-        self.publish(seq, destination, message)
+        self.sync.publish(seq, destination, message)
 
     async def open_reply_inbox_async(self) -> str:
-        return await asyncio.to_thread(self.open_reply_inbox)
+        return await asyncio.to_thread(self.sync.open_reply_inbox)
+
+    async def delete_queue_async(self, name: str, *, dead_letter: bool = True) -> None:
+        await asyncio.to_thread(self.sync.delete_queue, name, dead_letter=dead_letter)
+
+    async def purge_queue_async(self, name: str) -> int | None:
+        return await asyncio.to_thread(self.sync.purge_queue, name)
+
+    async def inspect_queue_async(self, name: str) -> QueueInfo:
+        return await asyncio.to_thread(self.sync.inspect_queue, name)

@@ -48,6 +48,45 @@ def redact(text: str) -> str:
     return _USERINFO.sub(lambda m: f"{m['pre'] or ''}{m['user']}:***@", text)
 
 
+def redact_url(url: str) -> str:
+    """*url* with its password replaced by ``***``, whatever shape it has.
+
+    Unlike :func:`redact` (for free text) it needs no well-formed URL: a password
+    with spaces or ``@``, a forgotten host (``amqp://user:secret``) or a missing
+    scheme are hidden too. Where it cannot tell, it hides more than needed.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    at = rest.rfind("@")
+    if at >= 0:
+        user, colon, _ = rest[:at].partition(":")
+        return f"{scheme}{sep}{user}{':***' if colon else ''}@{_hide_odd_port(rest[at + 1:])}"
+    return f"{scheme}{sep}{_hide_odd_port(rest)}"
+
+
+def _hide_odd_port(rest: str) -> str:
+    """``host:port...`` as it is; ``user:secret`` (no host, or a port that is no
+    number) with everything after the colon hidden."""
+    if rest.startswith("["):
+        close = rest.find("]")
+        if close < 0:
+            return rest
+        host, after = rest[:close + 1], rest[close + 1:]
+        if not after.startswith(":"):
+            return rest
+        after = after[1:]
+    else:
+        host, colon, after = rest.partition(":")
+        if not colon:
+            return rest
+    port = re.match(r"\d*", after)
+    tail = after[port.end():] if port else after
+    if port and port.group() and (not tail or tail[0] in "/?#"):
+        return rest
+    return f"{host}:***"
+
+
 @dataclass(frozen=True)
 class BrokerURL:
     """A parsed broker URL. ``str()`` gives the redacted form."""
@@ -68,6 +107,8 @@ class BrokerURL:
         if self.username is not None:
             auth = self.username + (":***" if self.password is not None else "") + "@"
         host = self.host or ""
+        if ":" in host:
+            host = f"[{host}]"  # IPv6
         if self.port is not None:
             host = f"{host}:{self.port}"
         query = "&".join(f"{k}={v}" for k, v in self.query)
@@ -88,7 +129,7 @@ def parse_url(url: str) -> BrokerURL:
     """Parse *url*; every error message shows the URL redacted."""
     if not isinstance(url, str):
         raise InvalidURLError(f"broker URL must be a string, not {type(url).__name__}")
-    shown = redact(url)
+    shown = redact_url(url)
     if "://" not in url:
         raise InvalidURLError(f"broker URL {shown!r} has no scheme (expected e.g. 'amqp://host')")
     scheme = url.split("://", 1)[0].lower()
@@ -101,6 +142,15 @@ def parse_url(url: str) -> BrokerURL:
         # urllib's message may quote the netloc (with the password): never reuse it.
         kind = "port" if "port" in str(exc).lower() else "address"
         raise InvalidURLError(f"broker URL {shown!r} has an invalid {kind}") from None
+    if parts.netloc.endswith(":") and "@" not in parts.netloc:
+        # e.g. amqp://user:/secret: a colon with no port and no '@' is a forgotten host
+        # (or a password's '/' ending the host part), never a host with a default port.
+        raise InvalidURLError(f"broker URL {shown!r} has ':' but no port after its host; if this is "
+                              "'user:password', the host is missing")
+    if "@" in parts.path + parts.query + parts.fragment:
+        # e.g. amqp://user:pa/ss@host: the password's "/" ended the host part.
+        raise InvalidURLError(f"broker URL {shown!r} has '@' after its host: percent-escape '/', '?', '#' and "
+                              "'@' in a username or password")
     if any(ch in url for ch in "\r\n\t \x00"):
         raise InvalidURLError(f"broker URL {shown!r} contains whitespace or control characters")
     try:

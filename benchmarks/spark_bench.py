@@ -63,6 +63,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ackbridge.testing.faults import transport_of
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -450,7 +452,7 @@ def main() -> None:
     local_url = f"local://{work / 'broker.db'}"
     local_conn = ackbridge.connect(local_url)
     if "embedded" in wanted:
-        targets.append(("embedded", local_url, lambda q: local_conn._transport.store.counts(q)))
+        targets.append(("embedded", local_url, lambda q: transport_of(local_conn).store.counts(q)))
     if "rabbitmq" in wanted:
         if "amqp" in registry().adapters:
             targets.append(("rabbitmq", "amqp://guest:guest@127.0.0.1:5672/", None))

@@ -33,6 +33,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ackbridge.testing.faults import transport_of
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -128,7 +130,7 @@ def _counts(broker: str, url: str, queue: str) -> tuple[int, int]:
         import ackbridge
 
         with ackbridge.connect(url) as conn:
-            return conn._transport.store.counts(queue)  # type: ignore[attr-defined,no-any-return]
+            return transport_of(conn).store.counts(queue)  # type: ignore[attr-defined,no-any-return]
     sys.path.insert(0, str(HERE))
     from spark_bench import rabbit_counts
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Make sure RabbitMQ (with management + AMQP 1.0 plugins) and Mosquitto run on loopback.
+# Make sure RabbitMQ (with management + AMQP 1.0 plugins), Mosquitto and NATS (JetStream) run on loopback.
 # Installs them from Debian's packages when missing. Safe to run repeatedly.
 set -euo pipefail
 need_apt=()
 command -v rabbitmq-server >/dev/null 2>&1 || need_apt+=(rabbitmq-server)
 command -v mosquitto >/dev/null 2>&1 || need_apt+=(mosquitto)
+[ -x /usr/sbin/nats-server ] || command -v nats-server >/dev/null 2>&1 || need_apt+=(nats-server)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "[brokers] installing ${need_apt[*]}"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
@@ -32,4 +33,12 @@ if ! port_open 1883; then
     mosquitto -d -c /etc/mosquitto/mosquitto.conf
     wait_port 1883
 fi
-echo "[brokers] RabbitMQ 127.0.0.1:5672 (management :15672) and Mosquitto 127.0.0.1:1883 are up"
+if ! port_open 4222; then
+    echo "[brokers] starting NATS with JetStream"
+    mkdir -p /var/lib/nats-server
+    nats=$(command -v nats-server || echo /usr/sbin/nats-server)
+    start-stop-daemon --start --oknodo --background --exec "$nats" -- \
+        -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
+    wait_port 4222
+fi
+echo "[brokers] RabbitMQ 127.0.0.1:5672 (management :15672), Mosquitto 127.0.0.1:1883 and NATS 127.0.0.1:4222 are up"

@@ -22,4 +22,8 @@ if [ "$status" -eq 5 ]; then
     echo "[test] pytest collected no tests: that is a failure here" >&2
     exit 1
 fi
-exit "$status"
+[ "$status" -ne 0 ] && exit "$status"
+if [ "$#" -eq 0 ]; then
+    echo "[test] fast tier on the lowest supported versions (constraints-lowest.txt)"
+    bash scripts/test-lowest.sh
+fi

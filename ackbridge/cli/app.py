@@ -1,43 +1,85 @@
-"""``ackbridge`` CLI: plugins, publish, consume, demo (and commands plugins add)."""
+"""``ackbridge`` CLI: plugins, publish, consume, topology verbs, demo (and commands plugins add).
+
+Every command takes ``--json``; the broker URL comes from the argument or
+``ACKBRIDGE_URL``. ``python -m ackbridge`` runs the same app.
+"""
 
 from __future__ import annotations
 
+import enum
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+import ackbridge
+from ackbridge.cli import topology
+from ackbridge.cli.output import console, emit_json, fail, summary, warn
 from ackbridge.cli.roundtrip import Tally, consume_many, publish_many
 from ackbridge.connect import connect
-from ackbridge.errors import AckbridgeError
+from ackbridge.errors import AckbridgeError, BrokerError, UnsupportedVerbError
 from ackbridge.plugins import registry
 from ackbridge.urls import redact
 
 app = typer.Typer(help="ackbridge: one acknowledgement model for every broker.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
-console = Console()
 
 DEFAULT_DEMO_URL = "local://.ackbridge/demo.db"
+URL_HELP = "broker URL, e.g. amqp://guest:guest@127.0.0.1/ (default: $ACKBRIDGE_URL)"
+UrlArg = Annotated[str, typer.Argument(help=URL_HELP, envvar="ACKBRIDGE_URL", show_envvar=True)]
+QueueOpt = Annotated[str, typer.Option("--queue", "-q", help="queue / topic / address")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print the result as JSON")]
 
 
-def _progress() -> Progress:
+class SettleMode(enum.StrEnum):
+    """How ``consume`` settles each delivery."""
+
+    ACK = "ack"
+    REQUEUE = "requeue"
+    REJECT = "reject"
+    NONE = "none"
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"ackbridge {ackbridge.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="print the version and exit")] = False,
+) -> None:
+    """ackbridge: one acknowledgement model for every broker."""
+
+
+def _progress(quiet: bool) -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, transient=False)
-
-
-def _fail(exc: Exception) -> None:
-    console.print(f"[red]error:[/red] {redact(str(exc))}")
-    raise typer.Exit(2)
+                    console=console, transient=False, disable=quiet)
 
 
 @app.command()
-def plugins() -> None:
+def plugins(as_json: JsonOpt = False) -> None:
     """List plugins (with load errors) and each adapter's capability table."""
     reg = registry()
+    if as_json:
+        emit_json({
+            "plugins": [{"name": s.name, "entry_point": s.value, "ok": s.ok, "schemes": list(s.schemes),
+                         "error": s.error} for s in reg.statuses],
+            "adapters": [{"name": spec.name, "plugin": spec.plugin, "schemes": list(spec.schemes),
+                          "tables": [{"broker": caps.broker, "notes": list(caps.notes),
+                                      "verbs": {v: {"support": lvl, "how": how} for v, lvl, how in caps.rows()},
+                                      "topology": {v: {"support": lvl, "how": how}
+                                                   for v, lvl, how in caps.topology_rows()}}
+                                     for caps in (spec.capabilities, *spec.variants)]}
+                         for spec in reg.specs()],
+        })
+        return
     table = Table(title="plugins (entry-point group 'ackbridge')")
     for column in ("plugin", "entry point", "status", "schemes / error"):
         table.add_column(column)
@@ -48,10 +90,10 @@ def plugins() -> None:
     for spec in reg.specs():
         for caps in (spec.capabilities, *spec.variants):
             verbs = Table(title=f"{caps.broker}  ({', '.join(s + '://' for s in spec.schemes)})")
-            verbs.add_column("verb")
-            verbs.add_column("support")
+            verbs.add_column("verb", no_wrap=True)
+            verbs.add_column("support", no_wrap=True)
             verbs.add_column("how")
-            for verb, level, how in caps.rows():
+            for verb, level, how in (*caps.rows(), *caps.topology_rows()):
                 colour = {"native": "green", "emulated": "yellow", "unsupported": "red"}[level]
                 verbs.add_row(verb, f"[{colour}]{level}[/{colour}]", how)
             console.print(verbs)
@@ -59,89 +101,126 @@ def plugins() -> None:
                 console.print(f"  note: {note}")
 
 
+def _warn_if_nothing_keeps(conn: ackbridge.Connection, queue: str) -> None:
+    """Where the broker can tell, warn before publishing to a queue (or an MQTT topic
+    without a persistent session) that keeps nothing."""
+    if not conn.capabilities.topology_support(ackbridge.Topology.INSPECT_QUEUE).available:
+        return
+    try:
+        conn.inspect_queue(queue)
+    except BrokerError as exc:
+        warn(f"{exc}")
+    except AckbridgeError:
+        pass  # the publish itself will say what is wrong
+
+
 @app.command()
 def publish(
-    url: Annotated[str, typer.Argument(help="broker URL, e.g. amqp://guest:guest@127.0.0.1/")],
-    queue: Annotated[str, typer.Option(help="destination queue/topic/address")] = "ackbridge",
+    url: UrlArg,
+    queue: QueueOpt = "ackbridge",
     count: Annotated[int, typer.Option("-n", "--count", min=1, help="messages to publish")] = 1000,
     size: Annotated[int, typer.Option(min=1, help="body size in bytes")] = 256,
     window: Annotated[int, typer.Option(min=1, help="unconfirmed publishes in flight")] = 1000,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Publish N messages with confirms and count the outcomes."""
+    """Publish N messages with confirms and count the outcomes, with the broker's reasons.
+    Exits 1 if any publish was refused or its outcome is unknown."""
     try:
-        with connect(url) as conn, _progress() as progress:
-            task = progress.add_task("publishing", total=count)
-            tally, _ = publish_many(conn, queue, count, size, window, uuid.uuid4().hex[:8],
-                                    lambda n: progress.advance(task, n))
+        with connect(url) as conn:
+            _warn_if_nothing_keeps(conn, queue)
+            with _progress(as_json) as progress:
+                task = progress.add_task("publishing", total=count)
+                tally, _ = publish_many(conn, queue, count, size, window, uuid.uuid4().hex[:8],
+                                        lambda n: progress.advance(task, n))
     except AckbridgeError as exc:
-        _fail(exc)
-    table = Table(title="publish")
-    table.add_column("published")
-    for status in ("confirmed", "refused", "unknown"):
-        table.add_column(status)
-    table.add_row(str(tally.published), *(str(tally.outcomes[s]) for s in ("confirmed", "refused", "unknown")))
-    console.print(table)
+        fail(exc, as_json=as_json)
+    outcomes = {s: tally.outcomes[s] for s in ("confirmed", "refused", "unknown")}
+    reasons = Counter({k: v for k, v in tally.reasons.items()})
+    if as_json:
+        emit_json({"queue": queue, "published": tally.published, **outcomes,
+                   "reasons": [{"status": s, "reason": r, "count": n} for (s, r), n in reasons.most_common()]})
+    else:
+        summary({"published": tally.published, **outcomes}, f"publish to {queue!r}")
+        if reasons:
+            table = Table(title="why not confirmed", title_justify="left")
+            table.add_column("status", no_wrap=True)
+            table.add_column("count", justify="right", no_wrap=True)
+            table.add_column("broker's reason")
+            for (status, reason), n in reasons.most_common():
+                table.add_row(status, str(n), redact(reason) or "(none given)")
+            console.print(table)
+    if outcomes["refused"] or outcomes["unknown"]:
+        raise typer.Exit(1)
 
 
 @app.command()
 def consume(
-    url: Annotated[str, typer.Argument(help="broker URL")],
-    queue: Annotated[str, typer.Option(help="source queue/topic/address")] = "ackbridge",
-    mode: Annotated[str, typer.Option(help="settle each delivery by: ack, requeue, reject or none")] = "ack",
+    url: UrlArg,
+    queue: QueueOpt = "ackbridge",
+    mode: Annotated[SettleMode, typer.Option(help="how to settle each delivery")] = SettleMode.ACK,
     count: Annotated[int, typer.Option("-n", "--count", min=1, help="stop after this many")] = 1000,
     prefetch: Annotated[int, typer.Option(min=1)] = 100,
     idle: Annotated[float, typer.Option(help="stop after this many idle seconds")] = 2.0,
+    as_json: JsonOpt = False,
 ) -> None:
     """Consume up to N messages, settling each as --mode says; print a summary."""
-    if mode not in {"ack", "requeue", "reject", "none"}:
-        _fail(ValueError(f"--mode must be ack, requeue, reject or none, not {mode!r}"))
     tally = Tally()
     try:
-        with connect(url) as conn, _progress() as progress:
-            task = progress.add_task(f"consuming ({mode})", total=count)
-            consume_many(conn, queue, tally, expect=count, mode=mode, prefetch=prefetch, idle_timeout=idle,
+        with connect(url) as conn, _progress(as_json) as progress:
+            task = progress.add_task(f"consuming ({mode.value})", total=count)
+            consume_many(conn, queue, tally, expect=count, mode=mode.value, prefetch=prefetch, idle_timeout=idle,
                          advance=lambda n: progress.advance(task, n))
     except AckbridgeError as exc:
-        _fail(exc)
-    table = Table(title="consume")
-    for column in ("received", "settled", "redelivered", "duplicates"):
-        table.add_column(column)
-    table.add_row(str(tally.received), str(tally.settled), str(tally.redelivered), str(tally.duplicates))
-    console.print(table)
+        fail(exc, as_json=as_json)
+    summary({"received": tally.received, "settled": tally.settled, "redelivered": tally.redelivered,
+             "duplicates": tally.duplicates}, f"consume from {queue!r} ({mode.value})", as_json=as_json)
 
 
 def roundtrip_demo(
-    url: Annotated[str, typer.Option(help="broker URL (default: the embedded broker)")] = DEFAULT_DEMO_URL,
+    url: Annotated[str, typer.Option(help="broker URL (default: the embedded broker)", envvar="ACKBRIDGE_URL")]
+    = DEFAULT_DEMO_URL,
     messages: Annotated[int, typer.Option("-n", "--messages", min=1)] = 2000,
+    keep: Annotated[bool, typer.Option("--keep", help="keep the demo's queue instead of deleting it")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Publish N messages with confirms, consume and ack them, print the summary."""
     queue = f"demo-{uuid.uuid4().hex[:8]}"
     if url.startswith("local://"):
         Path(url[len("local://"):]).parent.mkdir(parents=True, exist_ok=True)
     try:
-        with connect(url) as conn, _progress() as progress:
+        with connect(url) as conn, _progress(as_json) as progress:
             conn.declare_queue(queue)
-            task = progress.add_task("publishing", total=messages)
-            tally, confirmed = publish_many(conn, queue, messages, 256, 500, queue,
-                                            lambda n: progress.advance(task, n))
-            task = progress.add_task("consuming + acking", total=messages)
-            consume_many(conn, queue, tally, expect=messages, mode="ack", prefetch=200, idle_timeout=5.0,
-                         advance=lambda n: progress.advance(task, n), conflate_count=50, conflate_ms=20)
+            try:
+                task = progress.add_task("publishing", total=messages)
+                tally, confirmed = publish_many(conn, queue, messages, 256, 500, queue,
+                                                lambda n: progress.advance(task, n))
+                task = progress.add_task("consuming + acking", total=messages)
+                consume_many(conn, queue, tally, expect=messages, mode="ack", prefetch=200, idle_timeout=5.0,
+                             advance=lambda n: progress.advance(task, n), conflate_count=50, conflate_ms=20)
+            finally:
+                cleanup(conn, queue, keep=keep)
     except AckbridgeError as exc:
-        _fail(exc)
-    print_summary({
-        "published": tally.published, "confirmed": tally.confirmed, "received": tally.received,
-        "settled": tally.settled, "redelivered": tally.redelivered, "duplicates": tally.duplicates,
-        "lost": tally.lost(confirmed),
-    })
+        fail(exc, as_json=as_json)
+    summary({"published": tally.published, "confirmed": tally.confirmed, "received": tally.received,
+             "settled": tally.settled, "redelivered": tally.redelivered, "duplicates": tally.duplicates,
+             "lost": tally.lost(confirmed)}, "demo summary", as_json=as_json)
+
+
+def cleanup(conn: Any, queue: str, *, keep: bool) -> None:
+    """Delete the demo's *queue* (and its dead-letter companion) unless *keep*; say so
+    where the broker cannot delete it."""
+    if keep:
+        warn(f"queue {queue!r} (and its dead-letter companion) is kept (--keep)")
+        return
+    try:
+        conn.delete_queue(queue, dead_letter=True)
+    except UnsupportedVerbError as exc:
+        warn(f"queue {queue!r} stays on the broker: {exc}")
 
 
 def print_summary(counts: dict[str, Any], title: str = "demo summary") -> None:
-    table = Table(title=title)
-    for name in counts:
-        table.add_column(name)
-    table.add_row(*(str(v) for v in counts.values()))
-    console.print(table)
+    """Kept for plugins' commands: see :func:`ackbridge.cli.output.summary`."""
+    summary(counts, title)
 
 
 def _plugin_commands() -> dict[str, tuple[Any, str]]:
@@ -156,20 +235,25 @@ def _plugin_commands() -> dict[str, tuple[Any, str]]:
         try:
             impl.function(register=register)
         except Exception as exc:
-            console.print(f"[yellow]warning:[/yellow] plugin {impl.plugin_name!r} could not add its commands: "
-                          f"{type(exc).__name__}: {redact(str(exc))}")
+            warn(f"plugin {impl.plugin_name!r} could not add its commands: {type(exc).__name__}: {exc}")
     return found
 
 
+BUILT_IN = {"plugins", "publish", "consume", *topology.COMMANDS}
+
+
 def build_app() -> typer.Typer:
+    """The app with the topology verbs and the commands plugins add (``demo`` may be replaced)."""
+    topology.add_commands(app)
     extra = _plugin_commands()
     demo, demo_help = extra.pop("demo", (roundtrip_demo, "Run the main job on the embedded broker."))
     app.command("demo", help=demo_help or None)(demo)
     for name, (function, help_text) in extra.items():
-        if name not in {"plugins", "publish", "consume"}:
+        if name not in BUILT_IN:
             app.command(name, help=help_text or None)(function)
     return app
 
 
 def main() -> None:
+    """Entry point of the ``ackbridge`` command."""
     build_app()()

@@ -16,8 +16,12 @@ from ackbridge.messages import ConfirmStatus
 
 @dataclass
 class Tally:
+    """What a publish or consume run counted."""
+
     published: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
+    #: (status, the broker's reason) of every publish not confirmed.
+    reasons: Counter[tuple[str, str]] = field(default_factory=Counter)
     received: int = 0
     settled: int = 0
     redelivered: int = 0
@@ -51,6 +55,8 @@ def publish_many(conn: Connection, destination: str, count: int, size: int, wind
     for confirm in confirms:
         outcome = confirm.result()
         tally.outcomes[outcome.status.value] += 1
+        if not outcome.confirmed:
+            tally.reasons[(outcome.status.value, outcome.reason)] += 1
         if outcome.confirmed and confirm.message_id is not None:
             confirmed_ids.add(confirm.message_id)
     return tally, confirmed_ids

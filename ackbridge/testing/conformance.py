@@ -22,7 +22,6 @@ from __future__ import annotations
 import inspect
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -32,20 +31,17 @@ from ackbridge.capabilities import Level, Verb
 from ackbridge.errors import (
     AlreadySettledError,
     ConfigurationError,
-    InvalidLabelError,
     StaleDeliveryError,
     UnsupportedVerbError,
 )
 from ackbridge.messages import ConfirmStatus
 from ackbridge.settlement import State
+from ackbridge.testing.conformance_batch import BatchConformance
+from ackbridge.testing.conformance_labels import LabelConformance
+from ackbridge.testing.faults import transport_of
 from ackbridge.testing.harness import BrokerHarness, eventually
+from ackbridge.testing.suite_helpers import body_of as _body
 from ackbridge.testing.twins import Twin, unwrap
-
-GET_TIMEOUT = 15.0
-
-
-def _body(tag: str) -> bytes:
-    return f"{tag}-{uuid.uuid4().hex[:8]}".encode()
 
 
 def _in_turn(*steps: Callable[[], Any]) -> Any:
@@ -65,7 +61,7 @@ def _in_turn(*steps: Callable[[], Any]) -> Any:
     return rest()
 
 
-class ConformanceSuite:
+class ConformanceSuite(LabelConformance, BatchConformance):
     """Subclass and provide a ``harness`` fixture returning a BrokerHarness."""
 
     @pytest.fixture(params=["sync", "async"])
@@ -82,31 +78,6 @@ class ConformanceSuite:
             connection.close()
         except Exception:
             pass  # a test may have broken it on purpose
-
-    # ---- helpers ----------------------------------------------------------------
-    @staticmethod
-    def publish_all(conn: Any, harness: BrokerHarness, queue: str, bodies: list[bytes]) -> None:
-        publisher = conn.publisher()
-        confirms = [publisher.publish(harness.publish_target(queue), b, message_id=f"m{i}")
-                    for i, b in enumerate(bodies)]
-        assert publisher.flush(timeout=30)
-        statuses = [c.outcome.status for c in confirms]
-        assert statuses == [ConfirmStatus.CONFIRMED] * len(bodies), statuses
-
-    @staticmethod
-    def get_n(consumer: Any, n: int) -> list[Any]:
-        got: list[Any] = []
-        for _ in range(n):
-            delivery = consumer.get(timeout=GET_TIMEOUT)
-            assert delivery is not None, f"only {len(got)} of {n} deliveries arrived"
-            got.append(delivery)
-        return got
-
-    @staticmethod
-    def broker_counts(harness: BrokerHarness, queue: str, ready: int, unacked: int | None = None) -> None:
-        eventually(lambda: harness.ready(queue) == ready, message=f"ready({queue}) == {ready}")
-        if unacked is not None and harness.can_count_unacked:
-            eventually(lambda: harness.unacked(queue) == unacked, message=f"unacked({queue}) == {unacked}")
 
     # ---- ack / requeue / reject ----------------------------------------------------
     def test_ack_removes(self, conn: Any, harness: BrokerHarness) -> None:
@@ -438,70 +409,10 @@ class ConformanceSuite:
         assert consumer.get(timeout=1.5) is None
         eventually(lambda: harness.dead_lettered(queue) == [body], message="poison message dead-lettered")
 
-    # ---- labelled acknowledgements ------------------------------------------------------------
-    def _labelled_round(self, conn: Any, harness: BrokerHarness, labels: tuple[str, ...],
-                        issue: dict[str, int], timeout: float) -> Any:
-        queue = harness.new_queue()
-        if conn.capabilities.support(Verb.LABELLED_ACKS).level is Level.UNSUPPORTED:
-            with pytest.raises(UnsupportedVerbError):
-                conn.publish(harness.publish_target(queue), b"x", requested_acks=labels)
-            return None
-        confirm = conn.publish(harness.publish_target(queue), _body("labels"), requested_acks=labels,
-                               ack_timeout=timeout)
-        consumer = conn.consume(queue, prefetch=5)
-        delivery = self.get_n(consumer, 1)[0]
-        assert set(delivery.requested_acks) == {label for label in labels if label != "broker-persisted"}
-        for label, status in issue.items():
-            delivery.acknowledge(label, status, {"label": label})
-        delivery.ack()
-        return confirm.wait_acks()
-
-    def test_labelled_acks_all_succeed(self, conn: Any, harness: BrokerHarness) -> None:
-        result = self._labelled_round(conn, harness, ("broker-persisted", "db-written"), {"db-written": 200}, 20)
-        if result is None:
-            return
-        assert result.status == 200
-        assert result.acks["broker-persisted"].status == 200
-        assert result.acks["db-written"].payload == {"label": "db-written"}
-
-    def test_labelled_acks_aggregate_failure(self, conn: Any, harness: BrokerHarness) -> None:
-        result = self._labelled_round(conn, harness, ("broker-persisted", "db-written", "indexed"),
-                                      {"db-written": 201, "indexed": 503}, 20)
-        if result is None:
-            return
-        assert result.status == 424
-        assert {k: v.status for k, v in result.acks.items()} == {
-            "broker-persisted": 200, "db-written": 201, "indexed": 503}
-
-    def test_labelled_acks_time_out(self, conn: Any, harness: BrokerHarness) -> None:
-        started = time.monotonic()
-        result = self._labelled_round(conn, harness, ("broker-persisted", "never-sent"), {}, 1.0)
-        if result is None:
-            return
-        assert result.acks["never-sent"].status == 408
-        assert result.status == 424
-        assert time.monotonic() - started < 60
-
-    def test_labels_are_validated(self, conn: Any, harness: BrokerHarness) -> None:
-        queue = harness.new_queue()
-        for bad in ("a b", "x", "", "é-label", "y" * 101):
-            with pytest.raises(InvalidLabelError):
-                conn.publish(harness.publish_target(queue), b"x", requested_acks=(bad,))
-        if conn.capabilities.support(Verb.LABELLED_ACKS).level is Level.UNSUPPORTED:
-            return
-        conn.publish(harness.publish_target(queue), _body("lbl"), requested_acks=("custom-one",), ack_timeout=5)
-        delivery = self.get_n(conn.consume(queue, prefetch=5), 1)[0]
-        for label in ("broker-persisted", "spark-committed", "not-requested", "bad label"):
-            with pytest.raises(InvalidLabelError):
-                delivery.acknowledge(label, 200)
-        with pytest.raises(InvalidLabelError, match="status"):
-            delivery.acknowledge("custom-one", 99)
-        delivery.ack()
-
     # ---- hygiene -------------------------------------------------------------------------------
     def test_repr_never_shows_password(self, conn: Any, harness: BrokerHarness) -> None:
         url = harness.url()
-        shown = repr(conn) + str(unwrap(conn).url) + repr(unwrap(conn)._transport)
+        shown = repr(conn) + str(unwrap(conn).url) + repr(transport_of(unwrap(conn)))
         password = unwrap(conn).url.password_text
         if password:
             # Look for the password where it would sit, so a user named like it is not a false alarm.

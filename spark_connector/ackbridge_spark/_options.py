@@ -16,11 +16,13 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from ackbridge.errors import InvalidOptionError
+from ackbridge.files import PRIVATE_FILE, parse_mode
 
 #: Options the connector itself consumes (lower case: Spark's map is case-insensitive).
 _OWN = {
     "url", "queue", "topic", "address", "username", "password", "prefetch", "maxrecordsperbatch",
-    "writeaheadpath", "settleonplan", "availablenowidlems", "dedupereplayed", "testseverafterbatches",
+    "writeaheadpath", "writeaheadfilemode", "settleonplan", "availablenowidlems", "dedupereplayed",
+    "testseverafterbatches",
     "testseverafterrows", "testfailafterrows",
     "path", "confirmtimeout", "window", "messageidprefix",
 }
@@ -78,6 +80,8 @@ class ConnectorOptions:
     prefetch: int
     max_records_per_batch: int
     write_ahead_path: str | None
+    #: Mode of write-ahead files (they hold message bodies): owner-only unless relaxed.
+    write_ahead_file_mode: int
     settle_on_plan: bool
     available_now_idle_ms: int
     dedupe_replayed: bool
@@ -102,6 +106,20 @@ class ConnectorOptions:
         if self.window is not None:
             kwargs["window"] = self.window
         return kwargs
+
+
+def _file_mode(text: str | None) -> int:
+    if not text:
+        return PRIVATE_FILE
+    try:
+        mode = parse_mode(text)
+    except ValueError:
+        raise InvalidOptionError(f"ackbridge option 'writeAheadFileMode' must be an octal mode like 640, "
+                                 f"not {text!r}") from None
+    if mode & 0o600 != 0o600 or mode & ~0o666:
+        raise InvalidOptionError("ackbridge option 'writeAheadFileMode' must keep owner read/write and "
+                                 "set no execute bits (e.g. 600, 640, 660)")
+    return mode
 
 
 def parse(options: Mapping[str, str]) -> ConnectorOptions:
@@ -130,6 +148,7 @@ def parse(options: Mapping[str, str]) -> ConnectorOptions:
         prefetch=prefetch,
         max_records_per_batch=max_rows,
         write_ahead_path=opts.get("writeaheadpath") or None,
+        write_ahead_file_mode=_file_mode(opts.get("writeaheadfilemode")),
         settle_on_plan=_bool(opts, "settleonplan", True),
         available_now_idle_ms=_int(opts, "availablenowidlems", 1000, minimum=0),
         dedupe_replayed=_bool(opts, "dedupereplayed", True),

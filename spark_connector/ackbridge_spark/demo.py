@@ -19,6 +19,9 @@ from typing import Annotated, Any
 
 import typer
 
+from ackbridge.files import private_dir
+from ackbridge.testing.faults import transport_of
+
 
 def _source_stats(query: Any) -> dict[str, Any]:
     progress = query.lastProgress
@@ -34,20 +37,25 @@ def demo(
     = None,
     workdir: Annotated[Path | None, typer.Option(help="where the broker file, table and checkpoint go")] = None,
     batch: Annotated[int, typer.Option(help="maxRecordsPerBatch")] = 1000,
+    keep: Annotated[bool, typer.Option("--keep", help="keep the demo's queue instead of deleting it")] = False,
 ) -> None:
     """Publish N messages, stream them through Spark into Parquet, settle after commit."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.table import Table
 
     import ackbridge
+    from ackbridge.cli.app import cleanup
+    from ackbridge.cli.output import summary
 
     console = Console()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # a local[*] job needs no other interface
-    work = workdir or Path(tempfile.mkdtemp(prefix="ackbridge-demo-"))
-    work.mkdir(parents=True, exist_ok=True)
+    # The broker file, checkpoint and Parquet table hold the messages: owner-only. The
+    # umask covers what Spark writes too (the JVM it starts inherits it); this is the
+    # demo command's own process, so it is set for the rest of its life.
+    os.umask(0o077)
+    work = private_dir(workdir or Path(tempfile.mkdtemp(prefix="ackbridge-demo-")))
     broker_url = url or f"local://{work.resolve() / 'broker.db'}"
     queue = f"ackbridge-demo-{uuid.uuid4().hex[:8]}"
     table_path, checkpoint = str(work / "table"), str(work / "checkpoint")
@@ -76,6 +84,8 @@ def demo(
 
         spark = (SparkSession.builder.master("local[2]").appName("ackbridge-demo")
                  .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+                 # Hadoop's file system applies its own umask (022) to the checkpoint and table
+                 .config("spark.hadoop.fs.permissions.umask-mode", "077")
                  .getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         ackbridge_spark.register(spark)
@@ -104,20 +114,18 @@ def demo(
         left, settled_by = _remaining(conn, queue)
         settled = len(confirmed) - left
         progress.update(t_settled, completed=settled)
+        cleanup(conn, queue, keep=keep)
 
     unique = set(ids)
-    summary = Table(title=f"ackbridge demo: {shown} -> Spark -> Parquet ({time.monotonic() - started:.1f} s)")
-    for name in ("published", "confirmed", "written", "settled", "redelivered", "duplicates", "lost",
-                 "spark-committed acks"):
-        summary.add_column(name, justify="right")
     lost = len(set(confirmed) - unique)
-    summary.add_row(str(messages), str(len(confirmed)), str(len(ids)), str(settled), str(redelivered),
-                    str(len(ids) - len(unique)), f"[{'red' if lost else 'green'}]{lost}[/]", str(labels))
-    console.print(summary)
+    # Rows of (what, count): fits 80 columns, no header is ever cut.
+    summary(
+        {"published": messages, "confirmed": len(confirmed), "written": len(ids), "settled": settled,
+         "redelivered": redelivered, "duplicates": len(ids) - len(unique),
+         "lost": f"[{'red' if lost else 'green'}]{lost}[/]", "spark-committed acks": labels},
+        f"ackbridge demo: {shown} -> Spark -> Parquet ({time.monotonic() - started:.1f} s)")
     console.print(f"table: {table_path}   stale settlements refused: {stats.get('stale_refused', 0)}")
     console.print(f"settled = confirmed - {settled_by}")
-    if url:
-        console.print(f"queue {queue} (and its dead-letter queue) stays on {shown}: the demo does not delete queues")
     if error is not None:
         console.print(f"[red]query failed:[/] {error}")
     if lost or error is not None:
@@ -131,7 +139,7 @@ def _remaining(conn: Any, queue: str) -> tuple[int, str]:
     depth, so a fresh consumer takes what is left until the queue has been quiet for
     2 s, settles none of it, and closes: the broker keeps those messages (redelivered).
     """
-    store = getattr(conn._transport, "store", None)
+    store = getattr(transport_of(conn), "store", None)
     if store is not None:
         ready, leased = store.counts(queue)
         return int(ready) + int(leased), "what the broker's store still holds"

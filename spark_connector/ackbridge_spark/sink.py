@@ -22,6 +22,7 @@ from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, Wri
 
 from ackbridge.errors import AckbridgeError
 from ackbridge.messages import ConfirmStatus
+from ackbridge.testing.faults import faults
 from ackbridge_spark._options import ConnectorOptions
 
 log = logging.getLogger("ackbridge.spark")
@@ -89,7 +90,7 @@ class InjectedTaskFailure(RuntimeError):
 def _inject_fault(options: ConnectorOptions, conn: object, publisher: object, rows: int) -> None:
     """Test-only faults on a task's first attempt, after *rows* rows were published."""
     if rows == options.test_sever_after_rows:
-        sever = getattr(getattr(conn, "_transport", None), "sever", None)
+        sever = faults(conn).sever
         if not callable(sever):
             raise SinkPublishError("testSeverAfterRows needs a transport that can sever itself (embedded broker)")
         log.warning("ackbridge sink: fault injection, severing the broker connection after %d rows", rows)

@@ -19,14 +19,10 @@ acks what it did not deliver.
 from __future__ import annotations
 
 import contextlib
-import gc
 import itertools
 import logging
 import os
-import signal
-import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -41,25 +37,14 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from ackbridge.capabilities import Verb
-from ackbridge.errors import AckbridgeError, ConnectionLostError, SettlementError
-from ackbridge.labels import SPARK_COMMITTED
+from ackbridge.errors import ConnectionLostError
 from ackbridge_spark._options import ConnectorOptions
 from ackbridge_spark._schema import ARROW_SCHEMA, from_ipc, to_ipc, to_record_batch
+from ackbridge_spark.runner import install_sigterm_handler, tune_gc
+from ackbridge_spark.settlement import AckbridgePartition, CommittedSettlement
+from ackbridge_spark.write_ahead import batch_file, remove_through, write_atomically
 
 log = logging.getLogger("ackbridge.spark")
-
-
-class AckbridgePartition(InputPartition):
-    """One micro-batch's rows: Arrow IPC bytes, or the path of a write-ahead file."""
-
-    def __init__(self, ipc: bytes | None = None, path: str | None = None) -> None:
-        super().__init__(path or len(ipc or b""))
-        self.ipc = ipc
-        self.path = path
-
-    def __repr__(self) -> str:
-        return f"AckbridgePartition(path={self.path!r}, bytes={len(self.ipc or b'')})"
 
 
 def _seq(offset: dict[str, Any] | None) -> int:
@@ -70,7 +55,7 @@ def _batch(offset: dict[str, Any] | None) -> int:
     return int((offset or {}).get("batch", -1))
 
 
-class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: ConnectorOptions) -> None:
         self._opts = options
         self._reset_runtime()
@@ -113,8 +98,8 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return
         import ackbridge
 
-        _install_sigterm_handler()
-        _tune_gc()
+        install_sigterm_handler()
+        tune_gc()
         opts = self._opts
         conn = ackbridge.connect(opts.url, **opts.connect_kwargs())
         # The handler only appends, on the transport's thread: no per-message hand-off
@@ -126,7 +111,7 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         try:
             # Acks are decided per committed batch, then flushed in one go.
             self._consumer = conn.consume(opts.destination, prefetch=opts.prefetch,
-                                          conflate_count=1_000_000, conflate_ms=0.0, handler=inbox.append)
+                                          conflate_count="manual", conflate_ms=0.0, handler=inbox.append)
         except BaseException:
             with contextlib.suppress(Exception):
                 conn.close()
@@ -189,7 +174,7 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if self._opts.settle_on_plan:
             # commits/N is on disk before latestOffset(start=end_N) is called.
             self._settle_through(s)
-        self._cleanup_wal(s)
+        remove_through(self._opts.write_ahead_path, s)
         try:
             self._pull()
             self._drop_stale()
@@ -244,7 +229,7 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         s, e = _seq(start), _seq(end)
         self._high = max(self._high, e)
-        wal = self._wal_file(s, e)
+        wal = batch_file(self._opts.write_ahead_path, s, e)
         if wal is not None and os.path.exists(wal):
             return [self._replay(wal, s, e)]
         numbered = self._numbered
@@ -258,7 +243,7 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             return []
         ipc = to_ipc(to_record_batch(rows))
         if wal is not None:
-            _write_atomically(wal, ipc)
+            write_atomically(wal, ipc, self._opts.write_ahead_file_mode)
             return [AckbridgePartition(path=wal)]
         if len(ipc) > 32 * 1024 * 1024:
             log.warning("ackbridge batch of %d bytes is pickled into its task; lower maxRecordsPerBatch "
@@ -281,7 +266,7 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if self._consumer is None and not self._numbered:
             return
         self._settle_through(e)
-        self._cleanup_wal(e)
+        remove_through(self._opts.write_ahead_path, e)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         # Shown as sources[0].latestOffset in lastProgress: counters, no secrets.
@@ -295,97 +280,6 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             with contextlib.suppress(Exception):
                 conn.close()
 
-    # ---- settlement ------------------------------------------------------------------
-    def _settle_through(self, seq: int) -> None:
-        numbered = self._numbered
-        done = list(itertools.takewhile(seq.__ge__, numbered))
-        if not done:
-            self._release_replayed(seq)
-            return
-        if len(done) == len(numbered):
-            items = list(numbered.values())
-            numbered.clear()
-        else:
-            items = [numbered.pop(q) for q in done]
-        if self._settle_cumulative(items):
-            for q, delivery in zip(done, items, strict=True):
-                if delivery.headers:  # labels are requested in headers; most messages carry none
-                    self._label(delivery, q)
-        else:
-            for q, delivery in zip(done, items, strict=True):
-                self._settle_one(delivery, q)
-        for end in [end for end in self._batch_ends if end <= seq]:
-            del self._batch_ends[end]
-        self._flush()
-        self._release_replayed(seq)
-
-    def _settle_cumulative(self, items: list[Any]) -> bool:
-        """Ack a committed batch with one ``ack_through`` of its last delivery, when that
-        acks exactly the batch; False (nothing settled) when it might not.
-
-        Deliveries are numbered in receive order, and every earlier batch is settled
-        before a later one, so the consumer's undecided deliveries received up to the
-        batch's last one are the batch itself -- unless a replay handed deliveries
-        back for renumbering, or redeliveries of a replayed batch are held back, or
-        the batch spans a connection generation. Those cases settle one by one.
-        """
-        consumer = self._consumer
-        if consumer is None or self._reordered or self._held or len(items) < 2:
-            return False
-        last = items[-1]
-        # Generations never decrease in receive order (= numbering order here), so
-        # equal first and last generations mean one generation throughout.
-        if last.stale or items[0].generation != last.generation:
-            return False
-        if not self._conn.capabilities.support(Verb.CUMULATIVE_ACK).available:
-            return False
-        try:
-            consumer.ack_through(last)
-        except SettlementError:
-            return False  # refused before anything was marked: settle one by one
-        except ConnectionLostError:
-            self.stats["stale_refused"] += len(items)
-            return True
-        self.stats["settled"] += len(items)
-        return True
-
-    def _settle_one(self, delivery: Any, offset: int | None, *, replay_duplicate: bool = False) -> None:
-        """Ack one delivery; with *offset* (its seq in a committed batch), also send its label."""
-        try:
-            delivery.ack()
-            if replay_duplicate:
-                self.stats["replay_duplicates_acked"] += 1
-            else:
-                self.stats["settled"] += 1
-        except SettlementError:
-            # Stale (its connection ended) or already settled: nothing was sent;
-            # the broker redelivers it (a duplicate, never a loss).
-            self.stats["stale_refused"] += 1
-        except ConnectionLostError:
-            self.stats["stale_refused"] += 1
-        if offset is not None:
-            self._label(delivery, offset)
-
-    def _label(self, delivery: Any, offset: int) -> None:
-        if SPARK_COMMITTED in delivery.requested_acks and self._conn is not None:
-            batch = self._batch_of(offset)
-            try:
-                self._conn._issue_ack(delivery, SPARK_COMMITTED, 200, {"batch_id": batch, "offset": offset},
-                                      internal=True)
-                self.stats["labels_sent"] += 1
-            except AckbridgeError as exc:
-                log.warning("could not send %s acknowledgement: %s", SPARK_COMMITTED, exc)
-
-    def _flush(self) -> None:
-        if self._consumer is None:
-            return
-        try:
-            self._consumer.flush()
-        except SettlementError:
-            self.stats["stale_refused"] += 1
-        except ConnectionLostError:
-            self._drop_connection()
-
     def _drop_stale(self) -> None:
         # Generations only grow in receive order, so stale deliveries form a prefix
         # of _pending: look at the head first, scan everything only after a loss.
@@ -395,116 +289,17 @@ class AckbridgeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.stats["dropped_stale"] += len(self._pending) - len(kept)
         self._pending = deque(kept)
 
-    # ---- write-ahead files -------------------------------------------------------------
-    def _wal_file(self, s: int, e: int) -> str | None:
-        if not self._opts.write_ahead_path:
-            return None
-        return os.path.join(self._opts.write_ahead_path, f"batch-{s:020d}-{e:020d}.arrow")
-
-    def _replay(self, wal: str, s: int, e: int) -> AckbridgePartition:
-        # Our own numbered deliveries inside this range must not be acked by its
-        # commit: give them back for later batches.
-        mine = [q for q in self._numbered if s < q <= e]
-        self._reordered = self._reordered or bool(mine)
-        for q in reversed(mine):
-            self._pending.appendleft(self._numbered.pop(q))
-        if self._opts.dedupe_replayed:
-            with open(wal, "rb") as fh:
-                ids = {m for b in from_ipc(fh.read()) for m in b.column("message_id").to_pylist() if m}
-            self._replayed_ids[e] = ids
-            for d in list(self._pending):
-                if d.redelivered and d.message_id in ids:
-                    self._pending.remove(d)
-                    self._held[d.message_id] = d
-        log.info("ackbridge source replays planned batch (%d, %d] from its write-ahead file", s, e)
-        return AckbridgePartition(path=wal)
-
-    def _release_replayed(self, seq: int) -> None:
-        for end in [x for x in self._replayed_ids if x <= seq]:
-            ids = self._replayed_ids.pop(end)
-            self._committed_replayed |= ids
-            for mid in ids:
-                held = self._held.pop(mid, None)
-                if held is not None:
-                    self._settle_one(held, None, replay_duplicate=True)
-        if self._consumer is not None and self._committed_replayed:
-            self._flush()
-
-    def _cleanup_wal(self, seq: int) -> None:
-        path = self._opts.write_ahead_path
-        if not path or not os.path.isdir(path):
-            return
-        for name in os.listdir(path):
-            if not (name.startswith("batch-") and name.endswith(".arrow")):
-                continue
-            try:
-                end = int(name[:-6].split("-")[2])
-            except (IndexError, ValueError):
-                continue
-            if end <= seq:
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(os.path.join(path, name))
-
     def _test_sever(self) -> None:
-        transport = getattr(self._conn, "_transport", None)
-        sever = getattr(transport, "sever", None)
-        if callable(sever):
-            log.warning("ackbridge source: fault injection, severing the broker connection")
-            sever("fault injection (testSeverAfterBatches)")
+        if self._conn is None:
+            return
+        from ackbridge.testing.faults import faults
+
+        log.warning("ackbridge source: fault injection, severing the broker connection")
+        try:
+            faults(self._conn).sever("fault injection (testSeverAfterBatches)")
+        except NotImplementedError as exc:
+            log.warning("ackbridge source: %s", exc)
 
 
 def _is_stale(delivery: Any) -> bool:
     return bool(delivery.stale)
-
-
-def _write_atomically(path: str, data: bytes) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    with contextlib.suppress(OSError):
-        fd = os.open(os.path.dirname(path), os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _tune_gc() -> None:
-    """Collect young objects less often in the runner process.
-
-    The runner exists for this reader alone and holds every unsettled delivery
-    (tens of thousands of objects, all alive until their batch commits). With
-    CPython's default threshold (700 allocations) the collector kept walking
-    them: in py-spy, ~19% of the broker I/O thread's samples were in
-    gc_collect_main. Cyclic garbage is rare here; collecting every 50,000
-    allocations cut the runner's CPU per message by ~20% with the reader driven
-    in a loop against RabbitMQ, without Spark.
-    """
-    if gc.get_threshold()[0] < _GC_YOUNG_THRESHOLD:
-        gc.set_threshold(_GC_YOUNG_THRESHOLD, 20, 20)
-
-
-_GC_YOUNG_THRESHOLD = 50_000
-_sigterm_installed = False
-
-
-def _install_sigterm_handler() -> None:
-    """query.stop() SIGTERMs the runner; without a handler stop() never runs and
-    the connection dies with the process. SystemExit unwinds through the runner's
-    ``finally: reader.stop()``, which closes cleanly and settles nothing undecided."""
-    global _sigterm_installed
-    if _sigterm_installed or threading.current_thread() is not threading.main_thread():
-        return
-
-    def _exit(signum: int, frame: object) -> None:
-        raise SystemExit(0)
-
-    try:
-        signal.signal(signal.SIGTERM, _exit)
-        _sigterm_installed = True
-    except ValueError:
-        pass

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ackbridge.testing import BrokerHarness
+from ackbridge.testing.faults import transport_of
 from ackbridge.testing.harness import eventually
 from ackbridge.testing.proxy import FaultProxy
 
@@ -120,10 +121,10 @@ class Amqp10Harness(BrokerHarness):
         return [decode_body(base64.b64decode(m["payload"])) for m in got]
 
     def break_connection(self, connection: Any) -> None:
-        transport = connection._transport
-        before = transport._live
+        transport = transport_of(connection)
+        before = transport.live
         self.proxy.reset()
-        eventually(lambda: transport._live != before, timeout=15, message="client saw the cut")
+        eventually(lambda: transport.live != before, timeout=15, message="client saw the cut")
 
     @contextlib.contextmanager
     def hold_confirms(self, connection: Any) -> Iterator[None]:

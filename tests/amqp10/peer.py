@@ -4,7 +4,10 @@ It answers publishes by body: ``reject`` -> rejected (with a condition),
 ``release`` -> released, ``modify`` -> modified(undeliverable), anything else
 -> accepted and queued. Queued messages are handed to receivers; a ``modified``
 (delivery-failed) or ``released`` settlement puts the message back (modified
-raises its header delivery-count), ``rejected`` moves it to ``dead``.
+raises its header delivery-count), ``rejected`` moves it to ``dead`` (and its
+condition to ``rejections``). :meth:`ToyPeer.enqueue_raw` queues a transfer's
+bytes as given, e.g. a message whose strings are not valid UTF-8, which
+proton's own Message cannot write.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ class _Peer(MessagingHandler):  # type: ignore[misc]
         super().__init__(prefetch=100, auto_accept=False, auto_settle=False)
         self.port = port
         self.properties = properties
-        self.queue: deque[Message] = deque()
-        self.dead: list[Message] = []
-        self.outstanding: dict[Any, Message] = {}
+        self.queue: deque[Message | bytes] = deque()
+        self.dead: list[Message | bytes] = []
+        self.rejections: list[Any] = []
+        self.outstanding: dict[Any, Message | bytes] = {}
         self.senders: list[Any] = []
         self.dispositions: list[int] = []
         self.listening = threading.Event()
@@ -64,7 +68,12 @@ class _Peer(MessagingHandler):  # type: ignore[misc]
     def _pump(self, sender: Any) -> None:
         while sender.credit and self.queue:
             message = self.queue.popleft()
-            delivery = sender.send(message)
+            if isinstance(message, bytes):
+                delivery = sender.delivery(sender.delivery_tag())
+                sender.stream(message)
+                sender.advance()
+            else:
+                delivery = sender.send(message)
             self.outstanding[delivery] = message
 
     def on_message(self, event: Any) -> None:
@@ -97,14 +106,16 @@ class _Peer(MessagingHandler):  # type: ignore[misc]
         state = delivery.remote_state
         self.dispositions.append(state)
         if state == Delivery.MODIFIED:
-            message.first_acquirer = False
-            if delivery.remote.failed:
-                message.delivery_count += 1
+            if isinstance(message, Message):
+                message.first_acquirer = False
+                if delivery.remote.failed:
+                    message.delivery_count += 1
             self.queue.appendleft(message)
         elif state == Delivery.RELEASED:
             self.queue.appendleft(message)
         elif state == Delivery.REJECTED:
             self.dead.append(message)
+            self.rejections.append(delivery.remote.condition)
         delivery.settle()
         self._pump(delivery.link)
 
@@ -125,6 +136,11 @@ class ToyPeer:
         self.thread.start()
         if not self.handler.listening.wait(10):
             raise RuntimeError("toy peer did not start")
+
+    def enqueue_raw(self, transfer: bytes) -> None:
+        """Queue *transfer* (an encoded message) to be sent as given; call before a
+        receiver attaches (the send happens when it grants credit)."""
+        self.handler.queue.append(transfer)
 
     def stop(self) -> None:
         self.injector.trigger(ApplicationEvent("toy_stop"))

@@ -18,8 +18,15 @@ import pytest
 
 from ackbridge.capabilities import Verb
 from ackbridge.connect import connect, connect_async
-from ackbridge.errors import BrokerError, ConnectionLostError, StaleDeliveryError, UnsupportedVerbError
+from ackbridge.errors import (
+    AuthenticationError,
+    BrokerError,
+    ConnectionLostError,
+    StaleDeliveryError,
+    UnsupportedVerbError,
+)
 from ackbridge.messages import ConfirmStatus
+from ackbridge.testing.faults import transport_of
 from ackbridge.testing.harness import eventually
 from ackbridge_amqp10.capabilities import GENERIC, RABBITMQ
 from ackbridge_amqp10.transport import modified_is_safe
@@ -55,7 +62,7 @@ def test_capabilities_declare_every_verb() -> None:
 def test_requeue_never_ends_the_session(harness: Amqp10Harness) -> None:
     queue = harness.new_queue()
     with connect(harness.url(), **harness.connect_options()) as conn:
-        transport: Any = conn._transport
+        transport: Any = transport_of(conn)
         assert transport.remote_properties.get("version") == "3.10.8"
         assert conn.publish(queue, b"bounce").result(30).confirmed
         consumer = conn.consume(queue, prefetch=5)
@@ -65,7 +72,7 @@ def test_requeue_never_ends_the_session(harness: Amqp10Harness) -> None:
             assert delivery.redelivered is (i > 0)
             delivery.requeue()
         # Still the first generation: nothing was torn down and re-established.
-        assert transport.generation == 1 and transport._live == 1
+        assert transport.generation == 1 and transport.live == 1
         last = consumer.get(timeout=15)
         assert last is not None
         last.ack()
@@ -130,8 +137,9 @@ def test_wrong_password_is_clear_and_secret(harness: Amqp10Harness, caplog: pyte
     canary = f"wrong-{uuid.uuid4().hex}"
     url = harness.url().replace(f":{harness.password}@", f":{canary}@")
     caplog.set_level(logging.DEBUG)
-    with pytest.raises(BrokerError, match="authentication failed") as err:
+    with pytest.raises(AuthenticationError, match="authentication failed") as err:
         connect(url)
+    assert not err.value.recoverable  # a retry loop must not retry a wrong password
     text = str(err.value) + repr(err.value) + "".join(str(a) for a in err.value.args)
     assert canary not in text
     assert "***" in text
@@ -167,7 +175,7 @@ def test_missing_queue_is_a_clear_error(harness: Amqp10Harness) -> None:
         assert outcome.status is ConfirmStatus.CONFIRMED
         assert not conn.capabilities.support(Verb.CONFIRM_REFUSED).available
         # The refused attach ended only its own session: the connection and generation survived.
-        assert conn._transport._live == 1
+        assert transport_of(conn).live == 1
 
 
 def test_consumer_survives_a_cut(harness: Amqp10Harness) -> None:
@@ -302,7 +310,7 @@ def _labelled_round(conn: Any, queue: str) -> str:
     delivery.acknowledge("db-written", 200)
     delivery.ack()
     assert confirm.wait_acks().status == 200
-    return queue_name(conn._inbox_address)
+    return queue_name(transport_of(conn).reply_inbox)
 
 
 async def _alabelled_round(conn: Any, queue: str) -> str:
@@ -313,7 +321,7 @@ async def _alabelled_round(conn: Any, queue: str) -> str:
     await delivery.acknowledge("db-written", 200)
     await delivery.ack()
     assert (await confirm.wait_acks()).status == 200
-    return queue_name(conn._inbox_address)
+    return queue_name(transport_of(conn).reply_inbox)
 
 
 def test_reply_inbox_is_a_named_queue_that_rabbitmq_3_10_keeps(harness: Amqp10Harness) -> None:
@@ -322,7 +330,7 @@ def test_reply_inbox_is_a_named_queue_that_rabbitmq_3_10_keeps(harness: Amqp10Ha
     queue = harness.new_queue(dead_letter=False)
     with connect(harness.url(), **harness.connect_options()) as conn:
         inbox = _labelled_round(conn, queue)
-        assert conn._inbox_address == f"/amq/queue/{inbox}"
+        assert transport_of(conn).reply_inbox == f"/amq/queue/{inbox}"
         assert re.fullmatch(r"ackbridge\.reply\.[0-9a-f]{32}", inbox), inbox
         assert _consumers(inbox) == 1
     try:
@@ -379,3 +387,19 @@ def test_no_reply_inbox_survives_its_connection(harness: Amqp10Harness, inbox_ex
     eventually(lambda: _broker_queues(inbox_expiry) == {}, timeout=30, interval=0.5,
                message="every reply inbox gone from the broker")
     eventually(lambda: counts(queue) == (0, 0), message="labelled messages acked")
+
+
+def test_old_option_spellings_point_to_the_shared_ones() -> None:
+    from ackbridge.errors import InvalidOptionError
+
+    for old, new in (("verify", "tls_verify"), ("ca_file", "tls_ca_file"), ("cert_file", "tls_cert_file"),
+                     ("key_file", "tls_key_file"), ("keepalive", "heartbeat")):
+        with pytest.raises(InvalidOptionError, match=f"did you mean '{new}'"):
+            connect("amqp10://guest:guest@127.0.0.1:5672", **{old: "x"})
+
+
+def test_async_face_is_the_plugins_own_class() -> None:
+    from ackbridge.plugins import registry
+    from ackbridge_amqp10.aio import Amqp10AsyncTransport
+
+    assert registry().adapter("amqp10").async_type() is Amqp10AsyncTransport

@@ -23,6 +23,7 @@ BROKERS = [
     pytest.param("mqtt-5", id="mqtt-5", marks=pytest.mark.mqtt),
     pytest.param("mqtt-3.1.1", id="mqtt-3.1.1", marks=pytest.mark.mqtt),
     pytest.param("amqp10", id="amqp10", marks=pytest.mark.amqp10),
+    pytest.param("nats", id="nats", marks=pytest.mark.nats),
 ]
 
 
@@ -42,6 +43,11 @@ def make_harness(kind: str, tmp: Path) -> Any:
         from tests.mqtt.harness import MqttHarness
 
         return MqttHarness(kind.split("-", 1)[1])
+    if kind == "nats":
+        require_port(4222, "NATS (JetStream)")
+        from tests.nats.harness import NatsHarness
+
+        return NatsHarness()
     require_port(5672, "RabbitMQ (AMQP 1.0)")
     require_port(15672, "RabbitMQ management API")
     from tests.amqp10.harness import Amqp10Harness

@@ -12,6 +12,7 @@ import pytest
 import ackbridge
 from ackbridge import errors
 from ackbridge.plugins import registry
+from ackbridge.testing.faults import faults
 
 CANARY = "Canary-Pw-7f3a9"
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,7 +182,7 @@ def test_double_and_stale_settle_messages(local_url: str) -> None:
             first.requeue()
         second = consumer.get(timeout=5)
         assert second is not None
-        conn._transport.sever("test")
+        faults(conn).sever("test")
         with pytest.raises(errors.StaleDeliveryError, match="has ended; nothing was sent") as err:
             second.ack()
         assert err.value.recoverable

@@ -43,13 +43,28 @@ def test_example_plugin_installs_and_serves_its_scheme(installed_example: Path) 
         "    print('unsupported:', e)\n"
         "d.ack()\n"
         "print(d.state.value)\n"
+        "from ackbridge.testing.faults import faults\n"
+        "c.publish('q', b'again').result()\n"
+        "d = c.consume('q').get(timeout=5)\n"
+        "faults(c).sever('example cut')\n"
+        "try:\n"
+        "    d.ack()\n"
+        "except ackbridge.StaleDeliveryError:\n"
+        "    print('stale after sever')\n"
+        "import asyncio\n"
+        "async def main():\n"
+        "    a = await ackbridge.connect_async('memory://demo')\n"
+        "    got = await (await a.consume('q')).get(timeout=5)\n"
+        "    await got.ack()\n"
+        "    print('async', got.body.decode(), got.state.value)\n"
+        "asyncio.run(main())\n"
     )
     run = _run([sys.executable, "-c", script], installed_example)
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == [
         "confirmed", "hello",
         "unsupported: memory does not support 'reject': the memory broker has no dead-letter queue",
-        "acked",
+        "acked", "stale after sever", "async again acked",
     ]
 
 

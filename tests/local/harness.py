@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ackbridge.testing import BrokerHarness
+from ackbridge.testing.faults import faults
 from ackbridge_local.store import Store, dead_letter_queue
 
 
@@ -38,19 +39,26 @@ class LocalHarness(BrokerHarness):
     def unacked(self, queue: str) -> int:
         return self._store.counts(queue)[1]
 
+    def ready_and_leased_everywhere(self) -> tuple[int, int]:
+        """(ready, leased) over every queue of the file."""
+        return self._store.totals()
+
+    def owner_ids(self) -> list[str]:
+        return self._store.owner_ids()
+
     def dead_lettered(self, queue: str) -> list[bytes]:
         return self._store.bodies(dead_letter_queue(queue))
 
     def break_connection(self, connection: Any) -> None:
-        connection._transport.sever("test cut the connection")
+        faults(connection).sever("test cut the connection")
 
     @contextlib.contextmanager
     def hold_confirms(self, connection: Any) -> Iterator[None]:
-        connection._transport.hold_writes(True)
+        faults(connection).hold_writes(True)
         try:
             yield
         finally:
-            connection._transport.hold_writes(False)
+            faults(connection).hold_writes(False)
 
     def cleanup(self) -> None:
         self._store.close()

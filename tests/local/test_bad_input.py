@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import ackbridge
 from ackbridge.errors import InvalidOptionError
 from ackbridge.messages import ConfirmStatus
+from ackbridge.testing.faults import transport_of
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +74,7 @@ def test_oversized_body_is_refused_and_nothing_is_stored(tmp_path: Path) -> None
         too_big = small.publish("q", b"x" * 1025).result(timeout=30)
         assert just_fits.status is ConfirmStatus.CONFIRMED
         assert too_big.status is ConfirmStatus.REFUSED and "max_message_bytes=1024" in too_big.reason
-        assert small._transport.store.counts("q") == (1, 0)  # type: ignore[attr-defined]
+        assert transport_of(small).store.counts("q") == (1, 0)  # type: ignore[attr-defined]
 
 
 @settings(max_examples=80, deadline=None)

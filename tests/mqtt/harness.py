@@ -29,6 +29,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
+from ackbridge.testing.faults import transport_of
 from ackbridge.testing.harness import BrokerHarness, eventually
 from ackbridge_mqtt.sessions import DEFAULT_DEAD_LETTER_TOPIC, dead_letter_topic, derived_session_id
 from tests.mqtt.tap import Tap
@@ -186,11 +187,11 @@ class MqttHarness(BrokerHarness):
         return peek_session(derived_session_id(dlq), quiet=0.3)
 
     @staticmethod
-    def _transport(connection: Any) -> Any:
-        return connection._transport
+    def transport(connection: Any) -> Any:
+        return transport_of(connection)
 
     def break_connection(self, connection: Any) -> None:
-        transport = self._transport(connection)
+        transport = self.transport(connection)
         links = transport.links()
         before = {id(link): link.generation for link in links}
         self.tap.cut({link.client_id for link in links})
@@ -199,7 +200,7 @@ class MqttHarness(BrokerHarness):
 
     @contextlib.contextmanager
     def hold_confirms(self, connection: Any) -> Iterator[None]:
-        transport = self._transport(connection)
+        transport = self.transport(connection)
         with self.tap.hold({link.client_id for link in transport.links() if link.role == "publisher"}):
             yield
 

@@ -12,6 +12,7 @@ from tests.mqtt.harness import MqttHarness
 
 pytestmark = pytest.mark.mqtt
 
+
 class TestMqtt5Conformance(ConformanceSuite):
     @pytest.fixture
     def harness(self) -> Iterator[MqttHarness]:

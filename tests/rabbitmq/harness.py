@@ -8,7 +8,6 @@ close_connection``, found by the ``connection_name`` the transport sends.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import json
@@ -20,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ackbridge.testing import BrokerHarness, eventually
+from ackbridge.testing.faults import faults, transport_of
 
 TEST_USER = "ackbridge_test"
 # Not "guest": with user == password, "guest:***" would still show the password.
@@ -82,10 +82,6 @@ def ensure_test_user() -> None:
     _user_ready = True
 
 
-def transport_of(connection: Any) -> Any:
-    return connection._transport
-
-
 class RabbitHarness(BrokerHarness):
     can_hold_confirms = True
 
@@ -136,27 +132,13 @@ class RabbitHarness(BrokerHarness):
     @contextlib.contextmanager
     def hold_confirms(self, connection: Any) -> Iterator[None]:
         # RabbitMQ cannot be told to withhold one client's confirms, so the
-        # publishes are parked client-side: their confirms stay pending.
-        transport = transport_of(connection)
-        loop = getattr(connection, "_loop", None)
-        if loop is None:
-            transport.hold_publishes(True)
-        else:
-            asyncio.run_coroutine_threadsafe(_call(transport.hold_publishes_async, True), loop).result(10)
-        try:
+        # publishes are parked client-side: their confirms stay pending. The
+        # async transport hands the call to its loop, ahead of later publishes.
+        with faults(connection).publishes_held():
             yield
-        finally:
-            if loop is None:
-                transport.hold_publishes(False)
-            else:
-                asyncio.run_coroutine_threadsafe(_call(transport.hold_publishes_async, False), loop).result(10)
 
     def cleanup(self) -> None:
         for name in self._queues:
             delete_queue(name)
         for name in self._exchanges:
             delete_exchange(name)
-
-
-async def _call(fn: Any, *args: Any) -> None:
-    fn(*args)

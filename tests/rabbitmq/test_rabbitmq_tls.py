@@ -27,6 +27,7 @@ import pytest
 from ackbridge.connect import connect, connect_async
 from ackbridge.errors import ConnectionLostError
 from ackbridge.testing import eventually
+from ackbridge.testing.faults import transport_of
 from tests.conftest import IN_CI, require_port
 from tests.rabbitmq.harness import TEST_PASSWORD, TEST_USER, RabbitHarness, ensure_test_user, queue_counts
 
@@ -186,7 +187,7 @@ def _assert_verification_error(err: BaseException, reason: str) -> None:
 def test_amqps_verified_publish_consume_ack(tls_listener: TLSListener, classic: RabbitHarness) -> None:
     queue = classic.new_queue()
     with connect(tls_listener.url(), tls_ca_file=str(tls_listener.ca), reconnect=False) as conn:
-        _assert_tls_on_broker(tls_listener, conn._transport.connection_name)
+        _assert_tls_on_broker(tls_listener, transport_of(conn).connection_name)
         assert conn.publish(queue, b"over-tls").result(10).confirmed
         consumer = conn.consume(queue, prefetch=1)
         delivery = consumer.get(10)
@@ -202,7 +203,7 @@ def test_async_amqps_verified_publish_consume_ack(tls_listener: TLSListener, cla
     async def run() -> None:
         conn = await connect_async(tls_listener.url(), tls_ca_file=str(tls_listener.ca), reconnect=False)
         try:
-            await asyncio.to_thread(_assert_tls_on_broker, tls_listener, conn._transport.connection_name)
+            await asyncio.to_thread(_assert_tls_on_broker, tls_listener, transport_of(conn).connection_name)
             assert (await (await conn.publish(queue, b"over-tls")).result(10)).confirmed
             consumer = await conn.consume(queue, prefetch=1)
             delivery = await consumer.get(10)
@@ -265,7 +266,7 @@ def test_amqps_tls_verify_false_warns_and_connects(tls_listener: TLSListener) ->
     with pytest.warns(UserWarning, match="NOT verified"):
         conn = connect(tls_listener.url("localhost"), tls_verify=False, reconnect=False)
     with conn:
-        _assert_tls_on_broker(tls_listener, conn._transport.connection_name)
+        _assert_tls_on_broker(tls_listener, transport_of(conn).connection_name)
 
 
 def test_tls_listener_is_open_on_the_broker(tls_listener: TLSListener) -> None:

@@ -55,6 +55,12 @@ def _amqp10() -> BrokerHarness:
     return Amqp10Harness()
 
 
+def _nats() -> BrokerHarness:
+    from tests.nats.harness import NatsHarness
+
+    return NatsHarness()
+
+
 def broker_port(url: str) -> int:
     port = urlsplit(url).port
     if port is None:
@@ -82,6 +88,8 @@ BROKERS: list[BrokerEntry] = [
     BrokerEntry("rabbitmq-quorum", _rabbit("quorum"), _via_proxy, (*NETWORK, "poison")),
     # RabbitMQ 3.10's AMQP 1.0 plugin reports no delivery count: no poison policy (declared gap).
     BrokerEntry("amqp10-rabbitmq", _amqp10, _via_proxy, NETWORK),
+    # JetStream counts deliveries itself: the poison policy runs there.
+    BrokerEntry("nats-jetstream", _nats, _via_proxy, (*NETWORK, "poison")),
 ]
 
 #: The small matrix CI runs (every broker, the faults that matter most).

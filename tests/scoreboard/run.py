@@ -19,6 +19,8 @@ from tests.scoreboard.checker import ScoreRow, failed_row, markdown, score
 from tests.scoreboard.workload import Cell
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
+#: The figure line of docs/scoreboard.md: write_report rewrites the page from scratch and keeps it.
+FIGURE = "![Reliability scoreboard: losses per broker and fault](scoreboard.png)"
 
 
 def run_cell(entry: BrokerEntry, fault: str, n: int) -> ScoreRow:
@@ -56,7 +58,7 @@ def write_report(rows: list[ScoreRow], n: int) -> None:
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     text = (f"# Reliability scoreboard\n\nGenerated {when} by `python -m tests.scoreboard.run` on {machine}; "
-            f"{n} unique ids per cell. Method: docs/reliability.md.\n\n" + markdown(rows))
+            f"{n} unique ids per cell. Method: docs/reliability.md.\n\n{FIGURE}\n\n" + markdown(rows))
     (DOCS / "scoreboard.md").write_text(text)
     plot([(f"{r.broker} / {r.fault}", r.lost, r.duplicated) for r in rows], n)
 
@@ -228,10 +230,22 @@ def main() -> int:
                              "add the Spark source and Spark sink sections")
     parser.add_argument("--spark-only", action="store_true",
                         help="only (re)write the Spark sections of docs/scoreboard.md")
+    parser.add_argument("--embedded", action="store_true",
+                        help="only run the embedded broker's own fault rows (paused consumer x20, disk full, "
+                             "damaged file, ...) and (re)write their section of docs/scoreboard.md")
+    parser.add_argument("--embedded-repeats", type=int, help="run each embedded row this many times instead")
     args = parser.parse_args()
     if args.replot:
         replot()
         return 0
+    if args.embedded:
+        from tests.scoreboard import embedded
+
+        embedded_rows = embedded.run_embedded(args.n, args.faults, args.embedded_repeats)
+        if not args.no_write:
+            when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+            embedded.write_section(DOCS / "scoreboard.md", embedded_rows, when)
+        return 0 if all(r.passed for r in embedded_rows) else 1
     rows = [] if args.spark_only else run_matrix(args.n, args.brokers, args.faults)
     spark_rows = run_spark_rows() if args.spark or args.spark_only else []
     if not args.no_write:

@@ -16,8 +16,10 @@ from tests.scoreboard.run import run_cell
 #: The workload's consumer prefetch (50) plus its publisher window (200).
 IN_FLIGHT_BOUND = 50 + 200
 
-MARKS = {"mqtt": pytest.mark.mqtt, "rabbitmq": pytest.mark.rabbitmq, "amqp10": pytest.mark.amqp10}
-PORTS = {"mqtt": (1883, "Mosquitto"), "rabbitmq": (5672, "RabbitMQ"), "amqp10": (5672, "RabbitMQ (AMQP 1.0)")}
+MARKS = {"mqtt": pytest.mark.mqtt, "rabbitmq": pytest.mark.rabbitmq, "amqp10": pytest.mark.amqp10,
+         "nats": pytest.mark.nats}
+PORTS = {"mqtt": (1883, "Mosquitto"), "rabbitmq": (5672, "RabbitMQ"), "amqp10": (5672, "RabbitMQ (AMQP 1.0)"),
+         "nats": (4222, "NATS (JetStream)")}
 
 CELLS = [
     pytest.param(entry, fault, id=f"{entry.name}-{fault}",

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 import ackbridge
+from ackbridge.testing.faults import faults, transport_of
 from ackbridge.testing.harness import eventually
 from ackbridge.testing.proxy import FaultProxy
 from tests.conftest import require_port
@@ -155,6 +156,12 @@ class Target:
             require_port(1883, "Mosquitto")
             self.scheme, self.port, self.tls_scheme = "mqtt", 1883, "mqtts"
             self.options = {"protocol": kind.split("-", 1)[1], "connect_timeout": 5}
+        elif kind == "nats":
+            # The local nats-server has no authorization: it ignores the credentials, so the
+            # canary rides along in the URL of a working connection.
+            require_port(4222, "NATS (JetStream)")
+            self.scheme, self.port, self.tls_scheme = "nats", 4222, "nats+tls"
+            self.options = {"reconnect_max_delay": 0.3, "connect_timeout": 5}
         else:
             require_port(5672, "RabbitMQ (AMQP 1.0)")
             require_port(15672, "RabbitMQ management API")
@@ -173,7 +180,7 @@ class Target:
         if self.kind == "embedded":
             return f"local://{self.user}:{password}@{self.tmp}/broker.db" + (f"?{query}" if query else "")
         port = port if port is not None else (self.proxy.port if self.proxy else self.port)
-        path = "" if self.kind.startswith("mqtt") or self.kind == "amqp10" else "/"
+        path = "" if self.kind.startswith("mqtt") or self.kind in ("amqp10", "nats") else "/"
         return f"{scheme}://{self.user}:{password}@127.0.0.1:{port}{path}" + (f"?{query}" if query else "")
 
     def new_queue(self, conn: ackbridge.Connection) -> str:
@@ -190,15 +197,15 @@ class Target:
 
     def unroutable(self) -> str:
         return {"embedded": "", "rabbitmq": f"amq.direct/nowhere-{uuid.uuid4().hex[:6]}",
-                "amqp10": "/amq/queue/no/#"}.get(self.kind, "a/#")
+                "amqp10": "/amq/queue/no/#", "nats": f"canary.nostream.{uuid.uuid4().hex[:6]}"}.get(self.kind, "a/#")
 
     def cut(self, conn: ackbridge.Connection) -> None:
         if self.proxy is None:
-            conn._transport.sever("test cut")  # type: ignore[attr-defined]
+            faults(conn).sever("test cut")  # type: ignore[attr-defined]
             return
-        before = conn._transport.generation  # type: ignore[attr-defined]
+        before = transport_of(conn).generation  # type: ignore[attr-defined]
         self.proxy.reset()
-        eventually(lambda: conn._transport.generation != before, timeout=15, message="client saw the reset")  # type: ignore[attr-defined]
+        eventually(lambda: transport_of(conn).generation != before, timeout=15, message="client saw the reset")  # type: ignore[attr-defined]
 
     def close(self) -> None:
         if self.proxy is not None:
@@ -214,6 +221,16 @@ class Target:
                     from tests.rabbitmq.harness import delete_exchange
 
                     delete_exchange(f"{name}.dlx")
+        elif self.kind == "nats":
+            from tests.nats.harness import NatsHarness
+
+            cleaner = NatsHarness()  # deletes the streams named below on cleanup()
+            from ackbridge_nats.naming import DEFAULT_DEAD_LETTER_SUBJECT, dead_letter_subject, stream_name
+
+            for name in self.queues:
+                cleaner.streams.append(stream_name(name))
+                cleaner.streams.append(stream_name(dead_letter_subject(DEFAULT_DEAD_LETTER_SUBJECT, name)))
+            cleaner.cleanup()
         elif self.kind.startswith("mqtt"):
             from ackbridge_mqtt.sessions import dead_letter_topic, derived_session_id
             from tests.mqtt.harness import delete_session
@@ -227,7 +244,8 @@ KINDS = [pytest.param("embedded", id="embedded"),
          pytest.param("rabbitmq", id="rabbitmq", marks=pytest.mark.rabbitmq),
          pytest.param("mqtt-5", id="mqtt-5", marks=pytest.mark.mqtt),
          pytest.param("mqtt-3.1.1", id="mqtt-3.1.1", marks=pytest.mark.mqtt),
-         pytest.param("amqp10", id="amqp10", marks=pytest.mark.amqp10)]
+         pytest.param("amqp10", id="amqp10", marks=pytest.mark.amqp10),
+         pytest.param("nats", id="nats", marks=pytest.mark.nats)]
 
 
 @pytest.fixture(params=KINDS)
@@ -256,7 +274,7 @@ def test_no_failure_path_shows_the_canary(target: Target, sweep: Sweep) -> None:
         connect(target.url().replace("127.0.0.1:", "127.0.0.1:99999", 1) if target.proxy else
                 f"local://u:{CANARY}@[::1/x")
     if target.tls_scheme is not None:
-        ca = {"rabbitmq": "tls_ca_file", "amqp10": "ca_file"}.get(target.kind, "tls_ca_file")
+        ca = "tls_ca_file"
         with sweep.path("TLS: missing CA file", err):
             connect(target.url(scheme=target.tls_scheme, port=target.port), **{ca: str(target.tmp / "no.pem")})
         with sweep.path("TLS handshake against a plain port", err):
@@ -290,7 +308,7 @@ def test_no_failure_path_shows_the_canary(target: Target, sweep: Sweep) -> None:
         first.ack()
         with sweep.path("double settle", ackbridge.AlreadySettledError):
             first.ack()
-        sweep.objects("objects", conn, conn._transport, consumer, publisher, first, second, confirms[0],
+        sweep.objects("objects", conn, transport_of(conn), consumer, publisher, first, second, confirms[0],
                       confirms[0].result())
         # TCP reset (or the embedded broker's sever): the held delivery goes stale.
         target.cut(conn)
@@ -308,11 +326,11 @@ def test_no_failure_path_shows_the_canary(target: Target, sweep: Sweep) -> None:
                 sweep.objects("unknown confirm", pending, pending.result(timeout=30))
         else:
             with sweep.path("unknown confirm", err):
-                conn._transport.hold_writes(True)  # type: ignore[attr-defined]
+                faults(conn).hold_writes(True)  # type: ignore[attr-defined]
                 pending = conn.publish(queue, b"unknown")
-                conn._transport.sever("test")  # type: ignore[attr-defined]
+                faults(conn).sever("test")  # type: ignore[attr-defined]
                 sweep.objects("unknown confirm", pending, pending.result(timeout=30))
-                conn._transport.hold_writes(False)  # type: ignore[attr-defined]
+                faults(conn).hold_writes(False)  # type: ignore[attr-defined]
         eventually(lambda: _works(conn, queue), timeout=30, message="publish works again after the reset")
         with sweep.path("consumer close", err):
             consumer.close()

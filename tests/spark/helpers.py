@@ -18,6 +18,7 @@ import pytest
 import ackbridge
 from ackbridge.plugins import registry
 from ackbridge.testing import eventually  # noqa: F401  (re-exported for the Spark tests)
+from ackbridge.testing.faults import transport_of
 from ackbridge.testing.proxy import FaultProxy
 from tests.scoreboard.checker import History, score
 
@@ -112,7 +113,7 @@ class LocalBroker(Broker):
         return name
 
     def counts(self, queue: str) -> tuple[int, int]:
-        store = self._conn._transport.store  # type: ignore[attr-defined]
+        store = transport_of(self._conn).store  # type: ignore[attr-defined]
         # The embedded broker returns a dead consumer's leases lazily, on the next
         # poll by anyone; do that poll's reclaim first, as a restarted query would.
         store.reclaim_dead(every=0)
@@ -322,6 +323,9 @@ class HarnessBroker(Broker):
         if self.name == "mqtt-5":
             # Mosquitto answers a v5 PUBLISH to $SYS/... with PUBACK 0x87 (not authorized).
             return f"$SYS/ackbridge-refused-{uuid.uuid4().hex[:8]}", {}, None
+        if self.name == "nats":
+            # No stream captures the subject: JetStream has no responder, the publish is refused.
+            return str(self.harness.unroutable_target()), {}, None
         return super().refused_destination(queue)
 
     def close(self) -> None:
@@ -329,12 +333,18 @@ class HarnessBroker(Broker):
 
 
 @pytest.fixture(params=[pytest.param("mqtt-5", marks=pytest.mark.mqtt),
-                        pytest.param("amqp10", marks=pytest.mark.amqp10)])
+                        pytest.param("amqp10", marks=pytest.mark.amqp10),
+                        pytest.param("nats", marks=pytest.mark.nats)])
 def harness_broker(request: pytest.FixtureRequest) -> Iterator[Broker]:
-    """MQTT 5 and AMQP 1.0 as Spark test brokers, through their plugins' harnesses."""
+    """MQTT 5, AMQP 1.0 and NATS JetStream as Spark test brokers, through their plugins' harnesses."""
     from tests.conftest import require_port
 
-    if request.param == "mqtt-5":
+    if request.param == "nats":
+        require_port(4222, "NATS (JetStream)")
+        from tests.nats.harness import NatsHarness
+
+        b: Broker = HarnessBroker("nats", NatsHarness())
+    elif request.param == "mqtt-5":
         require_port(1883, "Mosquitto")
         from tests.mqtt.harness import MqttHarness
 
@@ -351,7 +361,8 @@ def harness_broker(request: pytest.FixtureRequest) -> Iterator[Broker]:
 
 
 # ---- the fault matrix (tests/spark/cells.py) ------------------------------------------
-_MARKS = {"rabbitmq": pytest.mark.rabbitmq, "mqtt": pytest.mark.mqtt, "amqp10": pytest.mark.amqp10}
+_MARKS = {"rabbitmq": pytest.mark.rabbitmq, "mqtt": pytest.mark.mqtt, "amqp10": pytest.mark.amqp10,
+          "nats": pytest.mark.nats}
 
 
 def broker_params(fault: str) -> list[Any]:
@@ -381,6 +392,11 @@ def make_broker(name: str, tmp_path: Path) -> Broker:
         from tests.mqtt.harness import MqttHarness
 
         return HarnessBroker(name, MqttHarness(name.split("-", 1)[1]))
+    if name == "nats":
+        require_port(4222, "NATS (JetStream)")
+        from tests.nats.harness import NatsHarness
+
+        return HarnessBroker("nats", NatsHarness())
     require_port(5672, "RabbitMQ (AMQP 1.0)")
     from tests.amqp10.harness import Amqp10Harness
 

@@ -1,4 +1,4 @@
-"""Settle-after-commit over MQTT 5 and AMQP 1.0.
+"""Settle-after-commit over MQTT 5, AMQP 1.0 and NATS JetStream.
 
 The same test body as test_source.py (imported, so it cannot drift), with the
 broker fixture swapped for the MQTT and AMQP 1.0 harnesses. The fault tests

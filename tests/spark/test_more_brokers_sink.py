@@ -1,4 +1,4 @@
-"""The Spark sink over MQTT 5 and AMQP 1.0: every row confirmed, ids deterministic.
+"""The Spark sink over MQTT 5, AMQP 1.0 and NATS JetStream: every row confirmed, ids deterministic.
 
 The test body is test_sink.py's, imported so it cannot drift.
 """

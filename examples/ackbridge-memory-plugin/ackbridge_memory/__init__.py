@@ -1,9 +1,11 @@
 """An example third-party plugin: ``memory://NAME``, a broker inside one process.
 
-It shows everything a plugin needs: a Transport that maps verbs to operations,
-a capability table (reject is declared unsupported on purpose, so the core
-raises a clear error), and one hook registered through the ``ackbridge``
-entry-point group. It touches nothing in the core.
+It shows everything a plugin needs: a ``SyncTransport`` that maps verbs to
+operations (asyncio is served by the core's thread hand-off), a capability
+table (reject is declared unsupported on purpose, so the core raises a clear
+error), the generation guard, one fault for the test seam (``sever``), and one
+hook registered through the ``ackbridge`` entry-point group. It touches nothing
+in the core.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ackbridge.capabilities import Capabilities, Verb, emulated, native, unsupported
+from ackbridge.generations import check_ops
 from ackbridge.hookspecs import hookimpl
 from ackbridge.messages import CONFIRMED, InboundMessage, OutboundMessage, WireSettle, WireVerb
 from ackbridge.plugins import AdapterSpec
-from ackbridge.transport import Transport, TransportEvents
+from ackbridge.transport import SyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL
 
 _QUEUES: dict[str, deque[OutboundMessage]] = {}
@@ -38,26 +41,36 @@ CAPABILITIES = Capabilities(
 )
 
 
-class MemoryTransport(Transport):
+class MemoryTransport(SyncTransport):
     capabilities = CAPABILITIES
 
     def __init__(self, url: BrokerURL, options: Mapping[str, Any], events: TransportEvents) -> None:
         super().__init__(url, options, events)
         self._tag = 0
+        self._generation = 1
         self._in_flight: dict[int, tuple[str, OutboundMessage]] = {}
 
     @property
     def generation(self) -> int:
-        return 1
+        return self._generation
 
     def open(self) -> None:
         pass
 
     def close(self) -> None:
+        self._return_in_flight()
+
+    def _return_in_flight(self) -> None:
         with _LOCK:
             for source, message in self._in_flight.values():
                 _QUEUES.setdefault(source, deque()).appendleft(message)
             self._in_flight.clear()
+
+    def sever(self, reason: str) -> None:
+        """The fault seam's cut: deliveries return, their generation ends."""
+        self._return_in_flight()
+        ended, self._generation = self._generation, self._generation + 1
+        self.events.generation_ended(ended, reason)
 
     def declare_queue(self, name: str, *, dead_letter: bool = True) -> None:
         with _LOCK:
@@ -72,7 +85,7 @@ class MemoryTransport(Transport):
             self._tag += 1
             self._in_flight[self._tag] = (source, message)
             self.events.deliver(subscription, InboundMessage(
-                wire_tag=self._tag, generation=1, body=message.body, source=source,
+                wire_tag=self._tag, generation=self._generation, body=message.body, source=source,
                 headers=message.headers, message_id=message.message_id))
 
     def unsubscribe(self, subscription: str) -> None:
@@ -80,6 +93,7 @@ class MemoryTransport(Transport):
 
     def settle(self, ops: Sequence[WireSettle]) -> None:
         with _LOCK:
+            check_ops(ops, self._generation)  # the core's stale rule, re-checked where the race is decided
             for op in ops:
                 source, message = self._in_flight.pop(int(op.wire_tag))  # type: ignore[call-overload]
                 if op.verb is WireVerb.REQUEUE:
@@ -93,5 +107,5 @@ class MemoryTransport(Transport):
 
 @hookimpl
 def ackbridge_register_adapters(register: Callable[[AdapterSpec], None]) -> None:
-    register(AdapterSpec(name="memory", schemes=("memory",), transport=MemoryTransport,
+    register(AdapterSpec(name="memory", schemes=("memory",), sync_transport=MemoryTransport,
                          capabilities=CAPABILITIES, description="example: in-process broker"))

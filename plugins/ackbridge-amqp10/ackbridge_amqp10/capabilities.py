@@ -8,7 +8,7 @@ there. ``peer=generic`` declares what the AMQP 1.0 protocol itself gives.
 
 from __future__ import annotations
 
-from ackbridge.capabilities import Capabilities, Verb, emulated, native, unsupported
+from ackbridge.capabilities import Capabilities, Topology, Verb, emulated, native, unsupported
 
 _COMMON = {
     Verb.ACK: native("accepted outcome"),
@@ -21,6 +21,17 @@ _COMMON = {
                                "RabbitMQ the queue ackbridge.reply.<id>, which 3.10 never deletes "
                                "(an `expires` policy must)"),
 }
+
+_NO_MANAGEMENT = "AMQP 1.0 has no queue management: do it on the broker (RabbitMQ: its management API or CLI)"
+#: What AMQP 1.0 can do to topology: make the broker create a queue by attaching to its address.
+TOPOLOGY = {
+    Topology.DECLARE_QUEUE: emulated("a sender attached to the queue's address (the broker creates it); "
+                                     "dead_letter=False only"),
+    Topology.DELETE_QUEUE: unsupported(_NO_MANAGEMENT),
+    Topology.PURGE_QUEUE: unsupported(_NO_MANAGEMENT),
+    Topology.INSPECT_QUEUE: unsupported(_NO_MANAGEMENT),
+}
+
 
 RABBITMQ = Capabilities(
     broker="amqp10",
@@ -38,6 +49,7 @@ RABBITMQ = Capabilities(
         "peer=rabbitmq (default): declares the gaps of RabbitMQ 3.10's AMQP 1.0 plugin",
         "no queue management in AMQP 1.0: declare_queue(dead_letter=True) is unsupported",
     ),
+    topology=TOPOLOGY,
 )
 
 GENERIC = Capabilities(
@@ -53,6 +65,7 @@ GENERIC = Capabilities(
         "peer=generic: any AMQP 1.0 broker that reports outcomes and the message header",
         "no queue management in AMQP 1.0: declare_queue(dead_letter=True) is unsupported",
     ),
+    topology=TOPOLOGY,
 )
 
 

@@ -7,11 +7,12 @@ from collections.abc import Hashable
 from typing import Any
 
 import cproton  # type: ignore[import-untyped]  # proton's C binding ships no types
-from proton import Message
+from proton import Message, MessageException
 
 from ackbridge.errors import InvalidOptionError
 from ackbridge.messages import InboundMessage, OutboundMessage
 from ackbridge.text import forbidden_character
+from ackbridge_amqp10.peer_text import bytes_text, c_text, read_body, read_data
 
 
 def check_address(address: str) -> str:
@@ -145,18 +146,16 @@ def _body(body: Any) -> bytes:
     return repr(body).encode("utf-8")
 
 
-_C_NULL = cproton.ffi.NULL
 _lib = cproton.lib
 
 
-def _c_text(pointer: Any) -> str | None:
-    # cproton.utf82string is looked up per call: the transport may have replaced
-    # it with a version tolerant of bad UTF-8 from the peer.
-    return None if pointer == _C_NULL else cproton.utf82string(pointer)  # type: ignore[no-any-return]
-
-
 def _c_id(msgid: Any) -> str | None:
-    return None if msgid.type == cproton.PN_NULL else _text(cproton.msgid2py(msgid))
+    kind = msgid.type
+    if kind == cproton.PN_NULL:
+        return None
+    if kind == cproton.PN_STRING:  # proton's msgid2py decodes it strictly
+        return bytes_text(msgid.u.as_bytes)
+    return _text(cproton.msgid2py(msgid))
 
 
 def from_proton(message: Message, *, wire_tag: Hashable, generation: int, source: str,
@@ -168,14 +167,52 @@ def from_proton(message: Message, *, wire_tag: Hashable, generation: int, source
     (``cproton.lib``), as proton's own Message properties do, without their
     Python layer: per received message that layer cost about as much again as
     the rest of this function. Its ``content_type`` also turned a missing value
-    into the text ``'None'``; here it is None. ``tests/amqp10/test_codec_amqp10.py``
-    checks every field against proton's Message API."""
-    impl = message._msg
-    props: dict[Any, Any] | None = message.properties
-    annotations: Any = message.annotations
+    into the text ``'None'``; here it is None. Text fields are decoded by
+    :func:`~ackbridge_amqp10.peer_text.peer_text` (UTF-8, else Latin-1).
+    ``tests/amqp10/test_codec_amqp10.py`` checks every field against proton's
+    Message API."""
+    return _inbound(message._msg, message.properties, message.annotations, message.body, wire_tag=wire_tag,
+                    generation=generation, source=source, count_header=count_header)
+
+
+def from_bytes(raw: bytes, *, wire_tag: Hashable, generation: int, source: str,
+               count_header: bool) -> InboundMessage:
+    """Decode one transfer's bytes into an InboundMessage.
+
+    proton's ``Message.decode`` reads the message's sections strictly as UTF-8
+    and raises on a string that is not; such a message is read again here with
+    its strings decoded by :func:`~ackbridge_amqp10.peer_text.peer_text`
+    (UTF-8, else Latin-1) and a string body handed out as the bytes sent, so
+    it is delivered like any other. A message proton cannot decode at all
+    raises :class:`proton.MessageException`."""
+    message = Message()
+    try:
+        message.decode(raw)
+    except UnicodeDecodeError:
+        return _from_bytes_tolerant(raw, wire_tag=wire_tag, generation=generation, source=source,
+                                    count_header=count_header)
+    return from_proton(message, wire_tag=wire_tag, generation=generation, source=source,
+                       count_header=count_header)
+
+
+def _from_bytes_tolerant(raw: bytes, *, wire_tag: Hashable, generation: int, source: str,
+                         count_header: bool) -> InboundMessage:
+    impl = cproton.pn_message()
+    try:
+        if cproton.pn_message_decode(impl, raw) < 0:
+            text = c_text(_lib.pn_error_text(_lib.pn_message_error(impl)))
+            raise MessageException(f"cannot decode the message: {text}")
+        return _inbound(impl, read_data(_lib.pn_message_properties(impl)),
+                        read_data(_lib.pn_message_annotations(impl)), read_body(_lib.pn_message_body(impl)),
+                        wire_tag=wire_tag, generation=generation, source=source, count_header=count_header)
+    finally:
+        _lib.pn_message_free(impl)
+
+
+def _inbound(impl: Any, props: dict[Any, Any] | None, annotations: Any, body: Any, *, wire_tag: Hashable,
+             generation: int, source: str, count_header: bool) -> InboundMessage:
     routing_key = annotations.get("x-routing-key") if isinstance(annotations, dict) else None
     prior = _lib.pn_message_get_delivery_count(impl)
-    body = message.body
     created = _lib.pn_message_get_creation_time(impl)
     return InboundMessage(
         wire_tag=wire_tag,
@@ -185,11 +222,11 @@ def from_proton(message: Message, *, wire_tag: Hashable, generation: int, source
         # proton decodes binary values as memoryview: hand out bytes, as sent.
         headers={str(k): bytes(v) if isinstance(v, (memoryview, bytearray)) else v
                  for k, v in props.items()} if props else {},
-        routing_key=_text(routing_key) or _c_text(_lib.pn_message_get_subject(impl)),
+        routing_key=_text(routing_key) or c_text(_lib.pn_message_get_subject(impl)),
         message_id=_c_id(_lib.pn_message_get_id(impl)),
         correlation_id=_c_id(_lib.pn_message_get_correlation_id(impl)),
-        reply_to=_c_text(_lib.pn_message_get_reply_to(impl)),
-        content_type=_c_text(_lib.pn_message_get_content_type(impl)) or None,
+        reply_to=c_text(_lib.pn_message_get_reply_to(impl)),
+        content_type=c_text(_lib.pn_message_get_content_type(impl)) or None,
         timestamp=created / 1000.0 if created else None,
         # A peer that sends no header makes first-acquirer read False: a false
         # "redelivered" errs on the safe side for at-least-once consumers.

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from ackbridge.hookspecs import hookimpl
 from ackbridge.plugins import AdapterSpec
+from ackbridge_amqp10.aio import Amqp10AsyncTransport
 from ackbridge_amqp10.capabilities import GENERIC, RABBITMQ
 from ackbridge_amqp10.transport import Amqp10Transport
 
@@ -15,7 +16,8 @@ def ackbridge_register_adapters(register: Callable[[AdapterSpec], None]) -> None
     register(AdapterSpec(
         name="amqp10",
         schemes=("amqp10", "amqp10s"),
-        transport=Amqp10Transport,
+        sync_transport=Amqp10Transport,
+        async_transport=Amqp10AsyncTransport,
         capabilities=RABBITMQ,
         description="AMQP 1.0 (python-qpid-proton): amqp10://user:pass@host:5672, amqp10s:// for TLS",
         variants=(GENERIC,),

@@ -14,7 +14,7 @@ def ackbridge_register_adapters(register: Callable[[AdapterSpec], None]) -> None
     register(AdapterSpec(
         name="embedded",
         schemes=("local",),
-        transport=LocalTransport,
+        sync_transport=LocalTransport,
         capabilities=CAPABILITIES,
         description="embedded SQLite broker, local://PATH/TO/FILE.db (no server)",
     ))

@@ -8,7 +8,11 @@ order even when the application settles out of order.
 
 from __future__ import annotations
 
-from ackbridge.capabilities import Capabilities, Verb, emulated, native, unsupported
+from ackbridge.capabilities import Capabilities, Topology, Verb, emulated, native, unsupported
+
+#: The largest Receive Maximum an MQTT 5 CONNECT carries (a 16-bit property): the
+#: most unacked messages a v5 consumer can ask for, so the largest prefetch.
+MAX_RECEIVE_MAXIMUM = 65535
 
 _COMMON_NOTES = (
     "a queue is a topic plus a persistent session (fixed client id, clean start off, session expiry > 0)",
@@ -18,6 +22,17 @@ _COMMON_NOTES = (
     "requeued copies are new messages at the tail of the topic; every subscriber of the topic sees them "
     "unless retry_topic is set",
 )
+
+TOPOLOGY = {
+    Topology.DECLARE_QUEUE: emulated(
+        "a persistent session (fixed client id, clean start off) subscribed to the topic, and one to its "
+        "dead-letter topic"),
+    Topology.DELETE_QUEUE: emulated("a clean-start connect as the session's client id discards it"),
+    Topology.PURGE_QUEUE: emulated("the session is discarded and created again, empty (count not told)"),
+    Topology.INSPECT_QUEUE: emulated(
+        "CONNACK session-present of the session's client id: exists or not, no depth or consumers; a "
+        "consumer using that session at that moment is taken over and reconnects"),
+}
 
 CAPABILITIES_V5 = Capabilities(
     broker="mqtt5",
@@ -31,7 +46,9 @@ CAPABILITIES_V5 = Capabilities(
         Verb.CUMULATIVE_ACK: emulated("individual PUBACKs in receive order (MQTT has no cumulative ack)"),
         Verb.CONFIRM: native("PUBACK (QoS 1) / PUBCOMP (QoS 2) with a reason code"),
         Verb.CONFIRM_REFUSED: native("QoS 1 PUBACK reason code >= 0x80 (e.g. 0x87 not authorized, "
-                                     "0x97 quota exceeded)"),
+                                     "0x97 quota exceeded); a PUBLISH over the CONNACK's Maximum Packet Size "
+                                     "(Mosquitto max_packet_size) is refused before sending; Mosquitto 2.0's "
+                                     "message_size_limit is not told: it drops the connection (unknown)"),
         Verb.DELIVERY_COUNT: emulated(
             "lower bound: ackbridge-attempt user property carried by requeued copies, +1 if the dup flag "
             "is set (the broker does not count)"),
@@ -39,6 +56,8 @@ CAPABILITIES_V5 = Capabilities(
     },
     ordered_acks=True,
     notes=_COMMON_NOTES,
+    max_prefetch=MAX_RECEIVE_MAXIMUM,
+    topology=TOPOLOGY,
 )
 
 CAPABILITIES_V311 = Capabilities(
@@ -54,12 +73,15 @@ CAPABILITIES_V311 = Capabilities(
         Verb.CONFIRM: native(
             "PUBACK received: the handshake completed, nothing more (3.1.1 PUBACK has no reason code, "
             "and Mosquitto PUBACKs messages it then drops, e.g. oversized or unauthorized)"),
-        Verb.CONFIRM_REFUSED: unsupported("MQTT 3.1.1 PUBACK carries no reason code: refusals are invisible"),
+        Verb.CONFIRM_REFUSED: unsupported("MQTT 3.1.1 PUBACK carries no reason code: refusals are invisible "
+                                          "(Mosquitto PUBACKs and drops a message over message_size_limit)"),
         Verb.DELIVERY_COUNT: unsupported(
             "MQTT 3.1.1 has only the dup flag and no user properties to carry a count"),
         Verb.LABELLED_ACKS: unsupported(
             "MQTT 3.1.1 has no response topic, correlation data or user properties (use protocol=5)"),
     },
+    # No max_prefetch: 3.1.1 has no Receive Maximum, prefetch is not sent at all.
     ordered_acks=True,
     notes=(*_COMMON_NOTES, "MQTT 3.1.1 messages carry the body only: headers and message ids are dropped"),
+    topology=TOPOLOGY,
 )

@@ -26,6 +26,9 @@ TIMESTAMP_KEY = "ackbridge-timestamp"
 ATTEMPT_KEY = "ackbridge-attempt"
 DEAD_LETTERED_FROM_KEY = "ackbridge-dead-lettered-from"
 _RESERVED = {TYPES_KEY, MESSAGE_ID_KEY, TIMESTAMP_KEY, ATTEMPT_KEY}
+#: The longest UTF-8 string MQTT carries (a 16-bit length prefix): topics, client ids.
+MAX_STRING_BYTES = 65535
+
 def check_mqtt_text(text: str, what: str) -> str:
     """Refuse a string an MQTT server may reject with a dropped connection: MQTT 5
     forbids U+0000 and lets a server refuse control characters and non-characters
@@ -169,3 +172,16 @@ def decode_properties(props: Properties | None) -> Decoded:
     out.reply_to = present.get("ResponseTopic")
     out.content_type = present.get("ContentType")
     return out
+
+
+def over_packet_limit(limit: int | None, topic: str, body: bytes, props: Any) -> str | None:
+    """Why a PUBLISH cannot go to a broker whose CONNACK set Maximum Packet Size
+    *limit* (sent, it would end the connection), or None when it fits."""
+    if not limit or len(body) < limit - 65_600:  # far below: skip the count (hot path)
+        return None
+    size = 2 + len(topic.encode()) + 2 + len(body) + (len(props.pack()) if props is not None else 1)
+    size += 1 + (1 if size < 128 else 2 if size < 16_384 else 3 if size < 2_097_152 else 4)
+    if size <= limit:
+        return None
+    return (f"refused before sending: the PUBLISH packet takes {size} bytes, more than the broker's Maximum "
+            f"Packet Size ({limit} bytes; Mosquitto: max_packet_size)")

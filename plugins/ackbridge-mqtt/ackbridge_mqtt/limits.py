@@ -14,9 +14,13 @@ max_queued_messages 1000), see tests/mqtt/test_mqtt_limits.py:
 
 from __future__ import annotations
 
+from ackbridge_mqtt.capabilities import MAX_RECEIVE_MAXIMUM
+
+__all__ = ["MAX_RECEIVE_MAXIMUM", "MOSQUITTO_MAX_INFLIGHT", "MOSQUITTO_MAX_QUEUED", "check_settings",
+           "effective_window"]
+
 MOSQUITTO_MAX_INFLIGHT = 20
 MOSQUITTO_MAX_QUEUED = 1000
-MAX_RECEIVE_MAXIMUM = 65535
 
 
 def effective_window(prefetch: int, protocol: str = "5", broker_max_inflight: int = MOSQUITTO_MAX_INFLIGHT) -> int:
@@ -51,7 +55,9 @@ def check_settings(
             f"MQTT 3.1.1 has no Receive Maximum: prefetch={prefetch} is ignored and the broker keeps "
             f"{broker_max_inflight} (its max_inflight_messages) in flight; use protocol=5 to choose the window")
     if protocol.startswith("5") and prefetch > MAX_RECEIVE_MAXIMUM:
-        warnings.append(f"prefetch={prefetch} exceeds MQTT 5 Receive Maximum {MAX_RECEIVE_MAXIMUM}; capped")
+        # The v5 capability table declares it as max_prefetch, so consume() refuses it.
+        warnings.append(f"prefetch={prefetch} exceeds MQTT 5 Receive Maximum {MAX_RECEIVE_MAXIMUM}: consume() "
+                        f"refuses it; use prefetch <= {MAX_RECEIVE_MAXIMUM}")
     if acks_held_until_commit and batch_size > window:
         warnings.append(
             f"batch_size={batch_size} exceeds the in-flight window ({window}): with PUBACKs held until the batch "

@@ -15,7 +15,7 @@ def ackbridge_register_adapters(register: Callable[[AdapterSpec], None]) -> None
     register(AdapterSpec(
         name="mqtt",
         schemes=("mqtt", "mqtts"),
-        transport=MqttTransport,
+        sync_transport=MqttTransport,
         # The default protocol is 5; the 3.1.1 table applies with protocol=3.1.1.
         capabilities=CAPABILITIES_V5,
         variants=(CAPABILITIES_V311,),

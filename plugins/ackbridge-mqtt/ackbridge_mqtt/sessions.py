@@ -25,14 +25,14 @@ def check_topic_name(topic: str) -> str:
     connect, so the link never comes up) and Mosquitto drops the connection on an
     empty or control-character topic: refuse them before anything is sent."""
     from ackbridge.errors import InvalidOptionError
-    from ackbridge_mqtt.codec import check_mqtt_text
+    from ackbridge_mqtt.codec import MAX_STRING_BYTES, check_mqtt_text
 
     if not isinstance(topic, str) or not topic:
         raise InvalidOptionError(f"an MQTT topic must be a non-empty string, not {topic!r:.60}")
     if "+" in topic or "#" in topic:
         raise InvalidOptionError(f"MQTT topic {topic[:60]!r} contains a wildcard ('+' or '#'); a queue is one topic")
-    if len(topic.encode("utf-8", "surrogatepass")) > 65535:
-        raise InvalidOptionError(f"MQTT topic {topic[:40]!r}... is longer than 65535 bytes")
+    if len(topic.encode("utf-8", "surrogatepass")) > MAX_STRING_BYTES:
+        raise InvalidOptionError(f"MQTT topic {topic[:40]!r}... is longer than {MAX_STRING_BYTES} bytes")
     return check_mqtt_text(topic, f"MQTT topic {topic[:60]!r}")
 
 

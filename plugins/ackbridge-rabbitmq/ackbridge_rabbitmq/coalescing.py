@@ -9,8 +9,9 @@ chunk per ``COALESCE_BYTES``; order is kept because only the I/O thread writes
 and it emits everything gathered before it leaves the block.
 
 ``_adapter_emit_data`` is the hook pika's connection calls on its adapter (the
-subclass interface of ``pika.connection.Connection``); pika is pinned, and a
-test checks that a batch really goes out as one write.
+subclass interface of ``pika.connection.Connection``); ``fastpath.py`` checks
+it is there before this class is used, and a test checks that a batch really
+goes out as one write.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""I/O-free pieces shared by the pika (sync) and aiormq (async) sides.
+"""I/O-free pieces of the RabbitMQ transport: options, capabilities, destinations, properties.
 
 Capabilities, options, the destination syntax, queue arguments, TLS and the
 mapping of message properties live here once, so both sides behave alike.
@@ -7,15 +7,16 @@ mapping of message properties live here once, so both sides behave alike.
 from __future__ import annotations
 
 import ssl
+import uuid
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ackbridge.capabilities import Capabilities, Verb, emulated, native, unsupported
+from ackbridge.capabilities import Capabilities, Topology, Verb, emulated, native, unsupported
 from ackbridge.errors import InvalidOptionError
 from ackbridge.messages import InboundMessage, OutboundMessage
-from ackbridge.options import OptionSpec, positive_int
+from ackbridge.options import CONNECTION_OPTIONS, OptionSpec, positive_int
 from ackbridge.urls import BrokerURL
 
 _COMMON_VERBS = {
@@ -28,6 +29,17 @@ _COMMON_VERBS = {
     Verb.LABELLED_ACKS: emulated("replies go to an exclusive per-connection reply queue, consumed with auto-ack"),
 }
 
+TOPOLOGY = {
+    Topology.DECLARE_QUEUE: native("queue.declare durable; with dead_letter also QUEUE.dlx (fanout) and QUEUE.dlq"),
+    Topology.DELETE_QUEUE: native("queue.delete (and QUEUE.dlq, QUEUE.dlx)"),
+    Topology.PURGE_QUEUE: native("queue.purge: ready messages; unacked ones stay with their consumer"),
+    Topology.INSPECT_QUEUE: native("queue.declare passive: ready messages and consumers (unacked: not told)"),
+}
+
+#: basic.qos prefetch_count is a 16-bit field (pika fails to encode a larger one
+#: inside its I/O loop, which would end the connection).
+MAX_PREFETCH = 65535
+
 CLASSIC = Capabilities(
     broker="rabbitmq",
     verbs={
@@ -36,12 +48,16 @@ CLASSIC = Capabilities(
             "classic queues only carry the redelivered flag; use queue_type=quorum for x-delivery-count"),
     },
     notes=("queue_type=classic",),
+    max_prefetch=MAX_PREFETCH,
+    topology=TOPOLOGY,
 )
 
 QUORUM = Capabilities(
     broker="rabbitmq",
     verbs={**_COMMON_VERBS, Verb.DELIVERY_COUNT: native("quorum queues' x-delivery-count header (+1)")},
     notes=("queue_type=quorum",),
+    max_prefetch=MAX_PREFETCH,
+    topology=TOPOLOGY,
 )
 
 QUEUE_TYPES = ("classic", "quorum")
@@ -49,30 +65,21 @@ QUEUE_TYPES = ("classic", "quorum")
 OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("queue_type", str, "classic", "type of queues declare_queue() creates (classic|quorum)",
                lambda v: v in QUEUE_TYPES, "must be 'classic' or 'quorum'"),
-    OptionSpec("reconnect", bool, True, "reopen the connection with back-off and re-subscribe after a loss"),
-    OptionSpec("reconnect_max_delay", float, 10.0, "longest back-off between reconnect attempts (s)",
-               lambda v: v > 0, "must be > 0"),
-    OptionSpec("heartbeat", int, 60, "AMQP heartbeat interval in seconds (0 disables)",
-               lambda v: v >= 0, "must be >= 0"),
-    OptionSpec("connect_timeout", float, 10.0, "seconds to wait for the connection to open",
-               lambda v: v > 0, "must be > 0"),
     positive_int("delivery_limit", None, "quorum queues: x-delivery-limit (broker-side poison limit)",
                  nullable=True),
-    OptionSpec("tls_ca_file", str, None, "amqps: PEM file of CA certificates to trust (default: system CAs)",
-               nullable=True),
-    OptionSpec("tls_verify", bool, True, "amqps: verify the broker certificate and host name"),
 )
 
-#: Header the sync side never adds; documented here because aiormq and this
-#: plugin both give every publish a message_id (needed to match Basic.Return).
-GENERATED_ID_NOTE = "publishes without a message_id get a generated one"
-
-
 def option(options: Mapping[str, Any], name: str) -> Any:
-    for spec in OPTIONS:
+    for spec in (*CONNECTION_OPTIONS, *OPTIONS):
         if spec.name == name:
             return options.get(name, spec.default)
     raise KeyError(name)
+
+
+def connection_name() -> str:
+    """A unique name the broker shows (rabbitmqctl list_connections client_properties);
+    lets tests find one connection."""
+    return f"ackbridge-{uuid.uuid4().hex[:16]}"
 
 
 def capabilities_for(options: Mapping[str, Any]) -> Capabilities:
@@ -128,12 +135,22 @@ def endpoint(url: BrokerURL, options: Mapping[str, Any]) -> Endpoint:
 
 
 def tls_context(options: Mapping[str, Any]) -> ssl.SSLContext:
-    """Verify certificates by default; an explicit tls_verify=false warns."""
+    """Verify certificates by default; an explicit tls_verify=false warns. A client
+    certificate (tls_cert_file, with tls_key_file unless the key is in it) is offered
+    to brokers that ask for one."""
     ca_file = option(options, "tls_ca_file")
     try:
         context = ssl.create_default_context(cafile=ca_file)
     except (OSError, ssl.SSLError) as exc:
         raise InvalidOptionError(f"option 'tls_ca_file' could not be loaded: {exc}") from None
+    cert_file, key_file = option(options, "tls_cert_file"), option(options, "tls_key_file")
+    if key_file is not None and cert_file is None:
+        raise InvalidOptionError("option 'tls_key_file' needs 'tls_cert_file' (the client certificate)")
+    if cert_file is not None:
+        try:
+            context.load_cert_chain(cert_file, key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise InvalidOptionError(f"options 'tls_cert_file'/'tls_key_file' could not be loaded: {exc}") from None
     if not option(options, "tls_verify"):
         warnings.warn("amqps with tls_verify=false: the broker's certificate is NOT verified",
                       UserWarning, stacklevel=4)
@@ -149,19 +166,6 @@ def check_queue_name(queue: str) -> str:
     if not queue:
         raise InvalidOptionError("a queue name must not be empty (RabbitMQ would generate one)")
     return check_name(queue)
-
-
-#: basic.qos prefetch_count is a 16-bit field.
-MAX_PREFETCH = 65535
-
-
-def check_prefetch(prefetch: int) -> int:
-    """pika fails to encode a larger prefetch_count inside its I/O loop, which ends
-    the connection (and every reconnect would ask again): refuse it here."""
-    if prefetch > MAX_PREFETCH:
-        raise InvalidOptionError(
-            f"prefetch {prefetch} is above {MAX_PREFETCH}, the largest prefetch_count AMQP 0-9-1 can carry")
-    return prefetch
 
 
 def dead_letter_names(queue: str) -> tuple[str, str]:
@@ -189,7 +193,7 @@ def dead_letter_queue_arguments(options: Mapping[str, Any]) -> dict[str, Any]:
 
 # ---- messages ------------------------------------------------------------------------
 def property_fields(message: OutboundMessage, message_id: str) -> dict[str, Any]:
-    """Keyword arguments for pika.BasicProperties / aiormq Basic.Properties.
+    """Keyword arguments for pika.BasicProperties.
 
     Called before the publish is queued, so a header the wire cannot carry is an
     InvalidOptionError for this publish alone."""
@@ -198,8 +202,7 @@ def property_fields(message: OutboundMessage, message_id: str) -> dict[str, Any]
             if isinstance(value, float):
                 # pika's table encoder has no float: it raised inside the I/O loop,
                 # after the confirm tracker had counted the publish, which shifted
-                # every later confirm onto the wrong message. aiormq could send it;
-                # both sides refuse it so they behave alike.
+                # every later confirm onto the wrong message.
                 raise InvalidOptionError(
                     f"header {key!r} holds a float, which the RabbitMQ plugin cannot send (pika has no "
                     "float field type); send it as a string or an int")
@@ -227,14 +230,12 @@ def delivery_count(headers: Mapping[str, Any], redelivered: bool, quorum: bool) 
 
 def inbound(*, tag: int, generation: int, body: bytes, source: str, props: Any, routing_key: str | None,
             redelivered: bool, quorum: bool) -> InboundMessage:
-    """Build an InboundMessage from pika or aiormq properties (same attribute names)."""
+    """Build an InboundMessage from pika's properties."""
     headers = dict(props.headers) if props.headers else {}
     for key, value in headers.items():
         if isinstance(value, int) and type(value) not in (int, bool):
             headers[key] = int(value)  # pika decodes 64-bit ints as its own ``long`` subclass
     ts = props.timestamp
-    if ts is not None and not isinstance(ts, (int, float)):
-        ts = ts.timestamp()  # aiormq decodes timestamps to datetime
     return InboundMessage(
         wire_tag=tag, generation=generation, body=body, source=source, headers=headers,
         routing_key=routing_key, message_id=props.message_id, correlation_id=props.correlation_id,

@@ -15,16 +15,16 @@ from ackbridge.messages import CONFIRMED, ConfirmOutcome, refused, unknown
 class ConfirmTracker:
     def __init__(self) -> None:
         self.next_tag = 0
-        # tag -> (core seq, message_id); dicts keep insertion (= tag) order.
-        self._pending: dict[int, tuple[int, str]] = {}
+        # tag -> (core seq, message_id, body size); dicts keep insertion (= tag) order.
+        self._pending: dict[int, tuple[int, str, int]] = {}
         self._returned: dict[int, str] = {}
 
     def __len__(self) -> int:
         return len(self._pending)
 
-    def sent(self, seq: int, message_id: str) -> None:
+    def sent(self, seq: int, message_id: str, size: int = 0) -> None:
         self.next_tag += 1
-        self._pending[self.next_tag] = (seq, message_id)
+        self._pending[self.next_tag] = (seq, message_id, size)
 
     def returned(self, message_id: str | None, reason: str) -> None:
         """Mark the oldest pending publish with this message_id that is not
@@ -34,7 +34,7 @@ class ConfirmTracker:
         if message_id is None:
             return
         returned = self._returned
-        for tag, (_seq, pending_id) in self._pending.items():
+        for tag, (_seq, pending_id, _size) in self._pending.items():
             if pending_id == message_id and tag not in returned:
                 returned[tag] = reason
                 return
@@ -63,10 +63,20 @@ class ConfirmTracker:
                 out.append((seq, refused("the broker nacked the publish (Basic.Nack: internal error)")))
         return out
 
+    def refuse_size(self, size: int, reason: str) -> list[tuple[int, ConfirmOutcome]]:
+        """Refuse the oldest pending publish whose body has *size* bytes (the broker
+        named its size when it closed the channel over it)."""
+        for tag, (seq, _id, body_size) in self._pending.items():
+            if body_size == size:
+                del self._pending[tag]
+                self._returned.pop(tag, None)
+                return [(seq, refused(reason))]
+        return []
+
     def lose_all(self, reason: str) -> list[tuple[int, ConfirmOutcome]]:
         """Every pending publish becomes unknown (channel or connection gone)."""
         outcome = unknown(reason)
-        out = [(seq, outcome) for seq, _ in self._pending.values()]
+        out = [(seq, outcome) for seq, _id, _size in self._pending.values()]
         self._pending.clear()
         self._returned.clear()
         return out

@@ -15,7 +15,8 @@ frame, and any delivery this path does not take, goes through pika's
 ``_process_frame`` unchanged, in stream order.
 
 ``_on_data_available``, ``_frame_buffer``, ``_channels``, ``bytes_received``
-and ``frames_received`` are pika's connection internals (pika is pinned); a
+and ``frames_received`` are pika's connection internals: ``fastpath.py`` checks
+the pika version and these names at import and uses plain pika otherwise. A
 test feeds the same bytes through this path and pika's and compares what the
 consumers receive. Unlike pika's loop, this one works on a local buffer: a
 consumer callback must not feed the connection more data from inside itself

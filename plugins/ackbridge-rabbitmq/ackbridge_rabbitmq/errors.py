@@ -1,14 +1,24 @@
-"""Driver errors (pika, aiormq) mapped to ackbridge's tree at the plugin edge.
+"""Driver errors (pika) mapped to ackbridge's tree at the plugin edge.
 
 Channel-level closes (a broker reply code such as 404 or 406) become
 BrokerError with that code; anything that ends the connection becomes
-ConnectionLostError. Messages pass through ``redact`` so no password leaks.
+ConnectionLostError. A refused login is AuthenticationError, an unknown vhost
+or a missing permission AccessDeniedError (neither recoverable), a socket
+that nothing answers BrokerUnreachableError. Messages pass through
+``redact`` so no password leaks.
 """
 
 from __future__ import annotations
 
-from ackbridge.errors import AckbridgeError, BrokerError, ConnectionLostError
-from ackbridge.urls import redact
+from ackbridge.errors import (
+    AccessDeniedError,
+    AckbridgeError,
+    AuthenticationError,
+    BrokerError,
+    BrokerUnreachableError,
+    ConnectionLostError,
+)
+from ackbridge.urls import BrokerURL, redact
 
 
 def _text(exc: BaseException) -> str:
@@ -16,7 +26,7 @@ def _text(exc: BaseException) -> str:
 
 
 def reply_code(exc: BaseException) -> int | None:
-    """The AMQP reply code carried by a pika or aiormq close, if any."""
+    """The AMQP reply code carried by a pika close, if any."""
     code = getattr(exc, "reply_code", None)
     if isinstance(code, int):
         return code
@@ -41,6 +51,11 @@ def _root(exc: BaseException) -> BaseException:
         if isinstance(nested, BaseException):
             exc = nested
             continue
+        # pika.AMQPConnectionError carries the workflow failure as its first argument.
+        args = getattr(exc, "args", ())
+        if type(exc).__name__ == "AMQPConnectionError" and args and isinstance(args[0], BaseException):
+            exc = args[0]
+            continue
         break
     return exc
 
@@ -50,6 +65,8 @@ def describe(exc: BaseException | None) -> str:
     if exc is None:
         return "closed"
     exc = _root(exc)
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
     code = reply_code(exc)
     text = getattr(exc, "reply_text", None)
     if code is not None and text:
@@ -72,22 +89,19 @@ def channel_error(exc: BaseException, doing: str) -> AckbridgeError:
     return BrokerError(f"{doing}: {describe(exc)}")
 
 
-def aiormq_error(exc: BaseException, doing: str) -> AckbridgeError:
-    """The aiormq twin of :func:`channel_error`."""
-    import aiormq.exceptions as ae
+def connect_error(exc: BaseException, url: BrokerURL) -> AckbridgeError:
+    """Map why opening the connection to *url* failed."""
+    import pika.exceptions as pe
 
-    if isinstance(exc, AckbridgeError):
-        return exc
-    if isinstance(exc, ae.ChannelClosed):
-        # aiormq encodes the reply code in the exception class, not an attribute.
-        codes = {ae.ChannelAccessRefused: 403, ae.ChannelNotFoundEntity: 404,
-                 ae.ChannelLockedResource: 405, ae.ChannelPreconditionFailed: 406}
-        code = next((c for cls, c in codes.items() if isinstance(exc, cls)), None) or reply_code(exc)
-        text = getattr(exc, "message", None) or _text(exc)
-        return BrokerError(f"{doing}: the broker closed the channel: {redact(str(text))}", code)
-    if isinstance(exc, ae.ChannelInvalidStateError) or isinstance(exc, ae.ConnectionClosed) \
-            or isinstance(exc, (ConnectionError, OSError, ae.AMQPConnectionError)):
-        return ConnectionLostError(f"{doing}: connection lost ({describe(exc)})")
-    if isinstance(exc, ae.AMQPError):
-        return BrokerError(f"{doing}: {describe(exc)}", reply_code(exc))
-    return BrokerError(f"{doing}: {describe(exc)}")
+    where = url.redacted
+    if isinstance(exc, pe.ProbableAuthenticationError) or reply_code(_root(exc)) == 403:
+        return AuthenticationError(f"{where}: the broker refused the login of user {url.username or 'guest'!r} "
+                                   f"(wrong username or password)")
+    if isinstance(exc, pe.ProbableAccessDeniedError) or reply_code(_root(exc)) == 530:
+        text = getattr(_root(exc), "reply_text", None) or describe(exc)
+        return AccessDeniedError(f"{where}: access denied ({redact(str(text))}): check the vhost and the "
+                                 f"user's permissions")
+    root = _root(exc)
+    if isinstance(root, OSError):
+        return BrokerUnreachableError(f"cannot connect to {where}: {root.strerror or type(root).__name__}")
+    return ConnectionLostError(f"could not connect to {where}: {describe(exc)}")

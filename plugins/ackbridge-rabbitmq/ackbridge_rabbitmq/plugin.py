@@ -7,7 +7,7 @@ from collections.abc import Callable
 from ackbridge.hookspecs import hookimpl
 from ackbridge.plugins import AdapterSpec
 from ackbridge_rabbitmq.common import CLASSIC, QUORUM
-from ackbridge_rabbitmq.transport import RabbitTransport
+from ackbridge_rabbitmq.transport import RabbitSyncTransport
 
 
 @hookimpl
@@ -15,7 +15,7 @@ def ackbridge_register_adapters(register: Callable[[AdapterSpec], None]) -> None
     register(AdapterSpec(
         name="rabbitmq",
         schemes=("amqp", "amqps"),
-        transport=RabbitTransport,
+        sync_transport=RabbitSyncTransport,
         capabilities=CLASSIC,
         description="RabbitMQ over AMQP 0-9-1, amqp://user:pass@host:5672/vhost (queue_type=classic|quorum)",
         variants=(QUORUM,),

@@ -1,37 +1,22 @@
-"""The ``amqp://`` / ``amqps://`` transport: both sides on one class.
+"""The ``amqp://`` / ``amqps://`` transport: pika on one I/O thread.
 
-The sync methods (pika) and the ``*_async`` methods (aiormq) keep separate
-state; one instance serves one client, so only one side is ever opened.
+The plugin registers the sync transport only: asyncio is served by the core's
+thread hand-off over it (``ThreadedAsyncTransport``), which measured faster
+than an aiormq transport on the caller's loop (docs/benchmarks.md, "async
+face"). The package, one job per module:
+
+* ``sync_transport.py``: :class:`RabbitSyncTransport`, the connection's life,
+  queue declaration and the reply inbox; its parts in ``sync_io.py`` (the I/O
+  thread), ``sync_publishing.py`` (publishes and confirms) and
+  ``sync_consuming.py`` (subscriptions and settlements).
+* ``fastpath.py``: whether the sync side may use pika's internals
+  (``coalescing.py``, ``deliveries.py``, ``frames.py``) or pika's public path.
+* ``common.py`` (options, capabilities, destinations, properties),
+  ``confirms.py`` (confirm bookkeeping), ``errors.py`` (driver errors mapped).
 """
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Mapping
-from typing import Any
+from ackbridge_rabbitmq.sync_transport import RabbitSyncTransport
 
-from ackbridge.transport import Transport, TransportEvents
-from ackbridge.urls import BrokerURL
-from ackbridge_rabbitmq import common
-from ackbridge_rabbitmq.async_side import AsyncSide
-from ackbridge_rabbitmq.sync_side import SyncSide
-
-
-class RabbitTransport(SyncSide, AsyncSide, Transport):
-    capabilities = common.CLASSIC
-    option_specs = common.OPTIONS
-    supports_sync = True
-    supports_async = True
-
-    def __init__(self, url: BrokerURL, options: Mapping[str, Any], events: TransportEvents) -> None:
-        super().__init__(url, options, events)
-        # Per instance: delivery counts exist only for quorum queues.
-        self.capabilities = common.capabilities_for(options)
-        #: Shown by the broker (rabbitmqctl list_connections client_properties); lets tests find us.
-        self.connection_name = f"ackbridge-{uuid.uuid4().hex[:16]}"
-        self._sync_init()
-        self._async_init()
-
-    @property
-    def generation(self) -> int:
-        return max(self._gen, self._agen)
+__all__ = ["RabbitSyncTransport"]

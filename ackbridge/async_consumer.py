@@ -1,0 +1,252 @@
+"""The asyncio face's consumer and its deliveries (see :mod:`ackbridge.aclient`)."""
+
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ackbridge import engine
+from ackbridge._base import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed
+from ackbridge.capabilities import Verb
+from ackbridge.engine import BatchResult
+from ackbridge.errors import AckbridgeError, ConfigurationError, SettlementError
+from ackbridge.guaranteed import ConsumerGuard
+from ackbridge.messages import InboundMessage, WireSettle, WireVerb
+from ackbridge.settlement import Ledger, Record
+
+if TYPE_CHECKING:
+    from ackbridge.aclient import AsyncConnection
+    from ackbridge.async_publisher import AsyncConfirm
+
+log = logging.getLogger("ackbridge")
+
+#: What a handler consumer is given: a function called with each delivery; it may
+#: return an awaitable (an ``async def`` handler), which is awaited.
+AsyncHandler = Callable[["AsyncDelivery"], Awaitable[object] | object]
+
+
+class AsyncDelivery(DeliveryBase):
+    """A received message (asyncio face). Settle it exactly once: await ack, requeue/nack or reject."""
+
+    __slots__ = ("_consumer",)
+
+    def __init__(self, record: Record, broker: str, consumer: AsyncConsumer) -> None:
+        super().__init__(record, broker)
+        self._consumer = consumer
+
+    async def ack(self) -> None:
+        """See :meth:`ackbridge.Delivery.ack`."""
+        await self._consumer._settle(self, WireVerb.ACK)
+
+    async def requeue(self) -> None:
+        """See :meth:`ackbridge.Delivery.requeue`."""
+        await self._consumer._settle(self, WireVerb.REQUEUE)
+
+    async def nack(self, requeue: bool = True) -> None:
+        """See :meth:`ackbridge.Delivery.nack`."""
+        await self._consumer._settle(self, WireVerb.REQUEUE if requeue else WireVerb.REJECT)
+
+    async def reject(self) -> None:
+        """See :meth:`ackbridge.Delivery.reject`."""
+        await self._consumer._settle(self, WireVerb.REJECT)
+
+    async def acknowledge(self, label: str, status: int = 200, payload: Any = None) -> AsyncConfirm:
+        """See :meth:`ackbridge.Delivery.acknowledge`."""
+        return await self._consumer._connection.issue_ack(self, label, status, payload)
+
+    @contextlib.asynccontextmanager
+    async def process(self, *, requeue: bool = False) -> AsyncIterator[AsyncDelivery]:
+        """``async with delivery.process(): ...``: see :meth:`ackbridge.Delivery.process`."""
+        try:
+            yield self
+        except BaseException:
+            if not self.settled and not self.stale:
+                await (self.requeue() if requeue else self.reject())
+            raise
+        if not self.settled and not self.stale:
+            await self.ack()
+
+
+class AsyncConsumer(ConsumerBase):
+    """Deliveries from one source. Iterate it, or await :meth:`get`; or, when it
+    was made with a ``handler``, the handler is awaited with each delivery."""
+
+    def __init__(self, connection: AsyncConnection, subscription: str, source: str, ledger: Ledger,
+                 conflate_ms: float, handler: AsyncHandler | None = None,
+                 guard: ConsumerGuard | None = None) -> None:
+        super().__init__(subscription, source, ledger, guard)
+        self._connection = connection
+        self._broker = connection.broker  # read per delivery: one attribute, not two properties
+        self._handler = handler
+        self._ready: deque[AsyncDelivery] = deque()
+        self._arrived = asyncio.Event()
+        self._send_lock = asyncio.Lock()
+        self._timer: asyncio.Task[None] | None = None
+        if conflate_ms > 0:
+            self._timer = asyncio.get_running_loop().create_task(self._flush_on_time())
+        self._runner: asyncio.Task[None] | None = None
+        if handler is not None:
+            self._runner = asyncio.get_running_loop().create_task(self._run_handler(handler))
+
+    async def get(self, timeout: float | None = None) -> AsyncDelivery | None:
+        """The next delivery, or None when *timeout* passes (or the consumer closes)."""
+        if self._handler is not None:
+            raise ConfigurationError(HANDLER_OWNS)
+        return await self._next(timeout)
+
+    async def _next(self, timeout: float | None) -> AsyncDelivery | None:
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self._ready:
+            if self._closed:
+                return None
+            if self._failure is not None:
+                raise self._failure
+            self._arrived.clear()
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            try:
+                await asyncio.wait_for(self._arrived.wait(), left)
+            except TimeoutError:
+                return None
+        return self._ready.popleft()
+
+    async def __aiter__(self) -> AsyncIterator[AsyncDelivery]:
+        while True:
+            delivery = await self.get()
+            if delivery is None:
+                return
+            yield delivery
+
+    async def ack_through(self, delivery: AsyncDelivery) -> None:
+        """Ack *delivery* and every earlier unsettled delivery of this consumer (cumulative ack)."""
+        self._connection.capabilities.require(Verb.CUMULATIVE_ACK)
+        async with self._send_lock:
+            await self._send(self._ledger.ack_through(delivery._record))
+
+    async def flush(self) -> None:
+        """Put every conflated ack on the wire now."""
+        async with self._send_lock:
+            await self._send(self._ledger.flush())
+
+    async def settle_batch(self, deliveries: Sequence[AsyncDelivery], verb: WireVerb = WireVerb.ACK) -> BatchResult:
+        """See :meth:`ackbridge.client.Consumer.settle_batch`."""
+        result = BatchResult()
+        records = [d._record for d in deliveries]
+        if verb is WireVerb.ACK and engine.cumulative_fits(self._ledger, self._connection.capabilities, records):
+            async with self._send_lock:
+                await self._send(self._ledger.ack_through(records[-1]))
+            result.settled, result.cumulative = len(records), True
+        else:
+            for delivery in deliveries:
+                try:
+                    await self._settle(delivery, verb)
+                    result.settled += 1
+                except SettlementError:
+                    result.refused += 1
+        await self.flush()
+        return result
+
+    async def close(self) -> None:
+        """Flush pending acks and stop consuming; unsettled deliveries return to the broker."""
+        if self._closed:
+            return
+        try:
+            await self.flush()
+        except AckbridgeError:
+            pass  # the connection is gone; the broker will redeliver
+        self._closed = True
+        self._ready.clear()
+        self._arrived.set()
+        if self._timer is not None:
+            self._timer.cancel()
+        # The handler runner sees the closed flag and ends by itself (close() may be
+        # awaited from inside the handler, so it is never awaited here).
+        await self._connection._drop_consumer(self)
+
+    async def __aenter__(self) -> AsyncConsumer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _settle(self, delivery: AsyncDelivery, verb: WireVerb) -> None:
+        if verb is not WireVerb.ACK:  # every broker acks; only requeue/reject need the table
+            engine.require_verb(self._connection.capabilities, verb)
+        # Decide and send under one lock: cumulative acks must reach the wire in order.
+        async with self._send_lock:
+            ops = self._ledger.settle(delivery._record, verb)
+            if self._guard is not None:
+                self._guard.acked((delivery._record.message,), verb is WireVerb.ACK)
+            await self._send(ops)
+
+    async def _send(self, ops: list[WireSettle]) -> None:
+        if ops:
+            await self._connection._transport.settle_async(ops)
+
+    def _on_message(self, message: InboundMessage) -> None:
+        if self._closed:
+            return
+        record = None if self._guard is not None else self._ledger.receive_simple(message)
+        if record is None:
+            record, reject, error = engine.admit_screened(self._ledger, self._ready, message, self._guard)
+            if reject:
+                self._connection._spawn(self._send_locked(reject))
+            if error is not None:
+                self._failure = error
+                self._arrived.set()
+            if record is None:
+                return
+        self._ready.append(AsyncDelivery(record, self._broker, self))
+        self._arrived.set()
+
+    async def _run_handler(self, handler: AsyncHandler) -> None:
+        # One delivery at a time, in arrival order, as the sync twin does.
+        while True:
+            delivery = await self._next(None)
+            if delivery is None:
+                return
+            try:
+                result = handler(delivery)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                verb = handler_failed(self._connection.capabilities, self.source, delivery)
+                if verb is not None:
+                    try:
+                        await self._settle(delivery, verb)
+                    except AckbridgeError as exc:
+                        log.warning("ackbridge could not settle the failed message: %s", exc)
+
+    async def _send_locked(self, ops: list[WireSettle]) -> None:
+        async with self._send_lock:
+            await self._send(ops)
+
+    def _on_failure(self, error: AckbridgeError) -> None:
+        self._failure = error
+        self._arrived.set()
+
+    def _on_generation_end(self, generation: int) -> None:
+        engine.generation_ended(self._ledger, self._ready, generation)
+        if self._guard is not None:
+            self._guard.generation_ended()
+
+    async def _flush_on_time(self) -> None:
+        while not self._closed:
+            deadline = self._ledger.deadline()
+            left = 0.05 if deadline is None else deadline - time.monotonic()
+            if left > 0:
+                await asyncio.sleep(min(left, 0.05))
+                continue
+            async with self._send_lock:
+                try:
+                    await self._send(self._ledger.due())
+                except AckbridgeError:
+                    pass  # stale or lost: the broker redelivers

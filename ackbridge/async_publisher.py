@@ -1,0 +1,254 @@
+"""The asyncio face's publisher and its confirms (see :mod:`ackbridge.aclient`)."""
+
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, Unpack
+
+from ackbridge import engine, guaranteed
+from ackbridge._base import PublisherBase, PublishOptions, next_flush_wait, prepare
+from ackbridge.errors import AckbridgeError, ConnectionLostError, InvalidLabelError
+from ackbridge.labels import AckCollector, AggregatedAcks
+from ackbridge.messages import ConfirmOutcome, ConfirmStatus, refused, unknown
+
+if TYPE_CHECKING:
+    from ackbridge.aclient import AsyncConnection
+
+log = logging.getLogger("ackbridge")
+
+
+class AsyncConfirm:
+    """The broker's answer to one publish. ``await confirm`` gives its
+    :class:`~ackbridge.ConfirmOutcome` (as ``await confirm.result()`` does)."""
+
+    __slots__ = ("_acks", "_attempts", "_deadline", "_future", "_publisher", "correlation_id", "message_id", "seq")
+
+    def __init__(self, seq: int, message_id: str | None, correlation_id: str | None, deadline: float,
+                 loop: asyncio.AbstractEventLoop, publisher: AsyncPublisher | None = None) -> None:
+        self._publisher = publisher
+        self._attempts: guaranteed.Attempts | None = None
+        self.seq = seq
+        self.message_id = message_id
+        self.correlation_id = correlation_id
+        self._deadline = deadline
+        self._future: asyncio.Future[ConfirmOutcome] = loop.create_future()
+        self._acks: _AsyncAckWaiter | None = None
+
+    def _resolve(self, outcome: ConfirmOutcome) -> bool:
+        if self._future.done():
+            return False
+        self._future.set_result(outcome)
+        return True
+
+    def done(self) -> bool:
+        """True once the outcome is known."""
+        return self._future.done()
+
+    @property
+    def outcome(self) -> ConfirmOutcome | None:
+        return self._future.result() if self._future.done() else None
+
+    def add_done_callback(self, callback: Callable[[AsyncConfirm], None]) -> None:
+        """Call *callback(confirm)* on the loop once the outcome is known."""
+        self._future.add_done_callback(lambda _f: callback(self))
+
+    def __await__(self) -> Generator[Any, None, ConfirmOutcome]:
+        return self.result().__await__()
+
+    async def result(self, timeout: float | None = None) -> ConfirmOutcome:
+        """The outcome; waits at most *timeout* s (TimeoutError), and reports unknown
+        once the publish's confirm_timeout has passed."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            now = time.monotonic()
+            limit = self._deadline - now
+            wait = limit if end is None else min(end - now, limit)
+            try:
+                return await asyncio.wait_for(asyncio.shield(self._future), max(wait, 0.0))
+            except TimeoutError:
+                if time.monotonic() >= self._deadline:
+                    if self._publisher is not None:
+                        self._publisher._expire()  # a guaranteed publish may go again
+                    else:
+                        self._resolve(unknown(engine.NO_ANSWER))
+                    if self._future.done():
+                        return self._future.result()
+                    continue
+                raise TimeoutError(f"publish {self.seq} not confirmed within {timeout} s") from None
+
+    async def wait_acks(self, timeout: float | None = None) -> AggregatedAcks:
+        """Wait for the labelled acknowledgements this publish requested (``requested_acks``)."""
+        if self._acks is None:
+            raise InvalidLabelError("this publish requested no acknowledgements (use requested_acks=...)")
+        return await self._acks.wait(timeout)
+
+    def __repr__(self) -> str:
+        return engine.confirm_repr(self)
+
+
+class _AsyncAckWaiter:
+    def __init__(self, collector: AckCollector, changed: asyncio.Condition) -> None:
+        self.collector = collector
+        self.changed = changed
+
+    async def wait(self, timeout: float | None) -> AggregatedAcks:
+        limit = engine.wait_limit(self.collector.deadline, timeout)
+        async with self.changed:
+            while (left := engine.left_to_wait(self.collector, limit)) is not None:
+                try:
+                    await asyncio.wait_for(self.changed.wait(), left)
+                except TimeoutError:
+                    break
+        return self.collector.result()
+
+
+class AsyncPublisher(PublisherBase):
+    """Publishes with confirms on an asyncio connection, at most ``window`` unconfirmed at once."""
+
+    def __init__(self, connection: AsyncConnection, window: int, confirm_timeout: float,
+                 guarantee: guaranteed.Guarantee | None = None) -> None:
+        super().__init__(connection, window, confirm_timeout, guarantee)
+        self._connection: AsyncConnection = connection
+        #: Guaranteed publishes whose last attempt was unknown, oldest first (see ackbridge.guaranteed).
+        self._retry: deque[AsyncConfirm] = deque()
+        self._retry_handle: asyncio.TimerHandle | None = None
+        self._pending: dict[int, AsyncConfirm] = {}
+        self._changed = asyncio.Event()
+
+
+    async def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> AsyncConfirm:
+        """Publish *body* to *destination*; returns its :class:`AsyncConfirm` (``await`` it for the outcome)."""
+        conn = self._connection
+        requested = engine.check_requested(conn.capabilities, options.get("requested_acks")) if options else None
+        inbox = await conn._inbox() if requested is not None and engine.needs_inbox(requested) else None
+        prepared = prepare(body, options, requested, inbox)
+        await self._wait_for_room()
+        seq = conn._next_seq()
+        msg = prepared.message
+        guarantee = self._guarantee
+        if guarantee is not None:
+            msg = guaranteed.stamp(guarantee, next(self._numbers), msg)
+        confirm = AsyncConfirm(seq, msg.message_id, msg.correlation_id,
+                               time.monotonic() + self._confirm_timeout, conn._loop,
+                               self if guarantee is not None and guarantee.retransmit else None)
+        if confirm._publisher is not None:
+            assert guarantee is not None
+            confirm._attempts = guaranteed.Attempts(destination, msg, time.monotonic() + guarantee.deadline)
+        if requested is not None:
+            assert msg.correlation_id is not None
+            confirm._acks = conn._collect(msg.correlation_id, prepared.all_labels,
+                                          options.get("ack_timeout", 10.0), confirm)
+        self._pending[seq] = confirm
+        conn._publishers[seq] = self
+        try:
+            await conn._transport.publish_async(seq, destination, msg)
+        except ConnectionLostError as exc:
+            # The outage rule (ackbridge.errors): no raise, the confirm says unknown.
+            self._resolved(seq, engine.not_sent(exc))
+        except AckbridgeError as exc:
+            self._resolved(seq, unknown(str(exc)))
+            raise
+        return confirm
+
+    async def _wait_for_room(self) -> None:
+        while len(self._pending) + len(self._retry) >= self.window:
+            oldest = next(iter(self._pending.values())) if self._pending else self._retry[0]
+            left = oldest._deadline - time.monotonic()
+            if left <= 0:
+                self._expire()
+                continue
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), min(left, 1.0))
+            except TimeoutError:
+                pass
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for confirm in [c for c in self._retry if c._deadline <= now]:
+            self._retry.remove(confirm)
+            self._finish(confirm, unknown("not sent again before retransmit_deadline"))
+        for seq, confirm in [(s, c) for s, c in self._pending.items() if c._deadline <= now]:
+            del self._pending[seq]
+            self._connection._publishers.pop(seq, None)
+            self._finish(confirm, unknown(engine.NO_ANSWER))
+        self._changed.set()
+
+    def _resolved(self, seq: int, outcome: ConfirmOutcome) -> None:
+        confirm = self._pending.pop(seq, None)
+        self._changed.set()
+        if confirm is not None:
+            self._finish(confirm, outcome)
+
+    def _finish(self, confirm: AsyncConfirm, outcome: ConfirmOutcome) -> None:
+        attempts = confirm._attempts
+        if attempts is not None and self._guarantee is not None:
+            final = guaranteed.decide(attempts, outcome, time.monotonic(), self._guarantee.max_attempts)
+            if final is None:
+                self._schedule_retry(confirm)
+                return
+            outcome = final
+            if outcome.status is not ConfirmStatus.UNKNOWN:
+                self._backoff.reset()  # the broker answers again: retransmit promptly next time
+        confirm._resolve(outcome)
+
+    # ---- retransmission (retransmit=True) --------------------------------------------------
+    def _schedule_retry(self, confirm: AsyncConfirm) -> None:
+        assert confirm._attempts is not None
+        confirm._deadline = confirm._attempts.give_up_at + self._confirm_timeout
+        self._retry.append(confirm)
+        if self._retry_handle is None:
+            loop = self._connection._loop
+            self._retry_handle = loop.call_later(self._backoff.next_delay(),
+                                                 lambda: loop.create_task(self._resend()))
+
+    async def _resend(self) -> None:
+        self._retry_handle = None
+        batch = list(self._retry)
+        self._retry.clear()
+        for confirm in batch:  # in the order they were first published
+            await self._send_again(confirm)
+
+    async def _send_again(self, confirm: AsyncConfirm) -> None:
+        conn = self._connection
+        attempts = confirm._attempts
+        assert attempts is not None
+        now = time.monotonic()
+        if now >= attempts.give_up_at:
+            self._finish(confirm, unknown("not sent again"))
+            return
+        attempts.attempts += 1
+        self.retransmitted += 1
+        seq = conn._next_seq()
+        confirm._deadline = now + self._confirm_timeout
+        self._pending[seq] = confirm
+        conn._publishers[seq] = self
+        try:
+            await conn._transport.publish_async(seq, attempts.destination, attempts.message)
+        except ConnectionLostError as exc:
+            self._resolved(seq, engine.not_sent(exc))
+        except AckbridgeError as exc:
+            self._resolved(seq, refused(f"not sent again: {exc}"))
+
+    async def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every publish has its outcome; False if *timeout* passed first."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while self._pending or self._retry:
+            oldest = next(iter(self._pending.values())) if self._pending else self._retry[0]
+            wait = next_flush_wait(oldest._deadline, end, time.monotonic())
+            if wait is None:
+                return False
+            if wait == 0.0:
+                self._expire()
+                continue
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), wait)
+            except TimeoutError:
+                pass
+        return True

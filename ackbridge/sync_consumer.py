@@ -1,0 +1,330 @@
+"""The sync face's consumer and its deliveries (see :mod:`ackbridge.client`)."""
+
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ackbridge import engine
+from ackbridge._base import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed
+from ackbridge.capabilities import Verb
+from ackbridge.engine import BatchResult
+from ackbridge.errors import AckbridgeError, ConfigurationError, SettlementError
+from ackbridge.guaranteed import ConsumerGuard
+from ackbridge.messages import InboundMessage, WireSettle, WireVerb
+from ackbridge.settlement import Ledger, Record
+
+if TYPE_CHECKING:
+    from ackbridge.client import Connection
+    from ackbridge.sync_publisher import Confirm
+
+log = logging.getLogger("ackbridge")
+
+#: What a handler consumer is given: a function called with each delivery.
+Handler = Callable[["Delivery"], object]
+
+
+class Delivery(DeliveryBase):
+    """A received message. Settle it exactly once: ack, requeue/nack or reject."""
+
+    __slots__ = ("_consumer",)
+
+    def __init__(self, record: Record, broker: str, consumer: Consumer) -> None:
+        # Slots set here rather than through super().__init__: one call less per message.
+        self._record = record
+        self.broker = broker
+        self._consumer = consumer
+
+    def ack(self) -> None:
+        """Settle: processed, the broker forgets the message."""
+        self._consumer._settle(self, WireVerb.ACK)
+
+    def requeue(self) -> None:
+        """Settle: hand the message back to the broker for another delivery."""
+        self._consumer._settle(self, WireVerb.REQUEUE)
+
+    def nack(self, requeue: bool = True) -> None:
+        """Settle negatively: :meth:`requeue` (default) or, with ``requeue=False``, :meth:`reject`."""
+        self._consumer._settle(self, WireVerb.REQUEUE if requeue else WireVerb.REJECT)
+
+    def reject(self) -> None:
+        """Settle: the message is poison, dead-letter it (never delivered here again)."""
+        self._consumer._settle(self, WireVerb.REJECT)
+
+    @contextlib.contextmanager
+    def process(self, *, requeue: bool = False) -> Iterator[Delivery]:
+        """Settle by outcome: ``with delivery.process(): handle(delivery.body)`` acks
+        when the block ends normally and rejects (or, with *requeue*, requeues) when
+        it raises; the exception goes on. A delivery the block settled itself, or
+        one gone stale, is left alone."""
+        try:
+            yield self
+        except BaseException:
+            if not self.settled and not self.stale:
+                self.requeue() if requeue else self.reject()
+            raise
+        if not self.settled and not self.stale:
+            self.ack()
+
+    def acknowledge(self, label: str, status: int = 200, payload: Any = None) -> Confirm:
+        """Issue a labelled acknowledgement this message's publisher requested."""
+        return self._consumer._connection.issue_ack(self, label, status, payload)
+
+
+class Consumer(ConsumerBase):
+    """Deliveries from one source. Iterate it, or call :meth:`get`; or, when it
+    was made with a ``handler``, the handler is called with each delivery."""
+
+    def __init__(self, connection: Connection, subscription: str, source: str, ledger: Ledger,
+                 conflate_ms: float, handler: Handler | None = None, guard: ConsumerGuard | None = None) -> None:
+        super().__init__(subscription, source, ledger, guard)
+        self._connection = connection
+        self._broker = connection.broker  # read per delivery: one attribute, not two properties
+        self._handler = handler
+        # The thread running the handler right now (the transport's): close() from
+        # inside the handler must not wait for that thread to unsubscribe.
+        self._handler_thread: int | None = None
+        self._lock = threading.RLock()
+        self._ready: deque[Delivery] = deque()
+        self._cond = threading.Condition(self._lock)
+        # Ops leave the ledger in order under _lock, wait here, and go on the wire
+        # under _send_lock, so no thread holds _lock across transport I/O (the
+        # transport's thread needs _lock to hand over the next delivery).
+        self._outbox: deque[WireSettle] = deque()
+        self._send_lock = threading.Lock()
+        self._getters = 0
+        self._timer: threading.Thread | None = None
+        if conflate_ms > 0:
+            self._timer = threading.Thread(target=self._flush_on_time, name=f"ackbridge-flush-{subscription}",
+                                           daemon=True)
+            self._timer.start()
+
+    # ---- application side ---------------------------------------------------
+    def get(self, timeout: float | None = None) -> Delivery | None:
+        """The next delivery, or None when *timeout* passes (or the consumer closes)."""
+        if self._handler is not None:
+            raise ConfigurationError(HANDLER_OWNS)
+        ready = self._ready
+        if ready:
+            try:
+                return ready.popleft()  # deque.popleft is atomic: no lock when one is waiting
+            except IndexError:
+                pass
+        end = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            self._getters += 1
+            try:
+                while not ready:
+                    if self._closed:
+                        return None
+                    if self._failure is not None:
+                        raise self._failure
+                    left = None if end is None else end - time.monotonic()
+                    if left is not None and left <= 0:
+                        return None
+                    self._cond.wait(left)
+            finally:
+                self._getters -= 1
+            return ready.popleft()
+
+    def __iter__(self) -> Iterator[Delivery]:
+        while True:
+            delivery = self.get()
+            if delivery is None:
+                return
+            yield delivery
+
+    def ack_through(self, delivery: Delivery) -> None:
+        """Ack every undecided delivery received up to and including *delivery*."""
+        self._connection.capabilities.require(Verb.CUMULATIVE_ACK)
+        with self._lock:
+            self._queue(self._ledger.ack_through(delivery._record))
+        self._push()
+
+    def flush(self) -> None:
+        """Put every conflated ack on the wire now."""
+        with self._lock:
+            self._queue(self._ledger.flush())
+        self._push()
+
+    def settle_batch(self, deliveries: Sequence[Delivery], verb: WireVerb = WireVerb.ACK) -> BatchResult:
+        """Settle *deliveries* (in receive order) with one verb: acks with one
+        cumulative ack when that settles exactly these deliveries, else one by one.
+        Refused ones (stale, or settled before) are counted, never raised: the
+        broker redelivers a stale one. Conflated acks are flushed at the end."""
+        result = BatchResult()
+        records = [d._record for d in deliveries]
+        if verb is WireVerb.ACK:
+            with self._lock:
+                if engine.cumulative_fits(self._ledger, self._connection.capabilities, records):
+                    self._queue(self._ledger.ack_through(records[-1]))
+                    if self._guard is not None:
+                        self._guard.acked(r.message for r in records)
+                    result.settled, result.cumulative = len(records), True
+        if not result.cumulative:
+            for delivery in deliveries:
+                try:
+                    self._settle(delivery, verb)
+                    result.settled += 1
+                except SettlementError:
+                    result.refused += 1
+        with self._lock:
+            self._queue(self._ledger.flush())
+        self._push()
+        return result
+
+    def close(self) -> None:
+        """Flush decided acks and stop; undecided deliveries return to the broker."""
+        with self._cond:
+            if self._closed:
+                return
+            self._queue(self._ledger.flush())
+            self._closed = True
+            self._ready.clear()
+            self._cond.notify_all()
+        if self._handler_thread == threading.get_ident():
+            # Called by the handler on the transport's thread, which the unsubscribe
+            # below may wait for: finish on another thread.
+            threading.Thread(target=self._finish_close, name=f"ackbridge-close-{self.subscription}",
+                             daemon=True).start()
+            return
+        self._finish_close()
+
+    def _finish_close(self) -> None:
+        try:
+            self._push()
+        except AckbridgeError:
+            pass  # the connection is gone; the broker will redeliver
+        self._connection._drop_consumer(self)
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- internals ----------------------------------------------------------
+    def _settle(self, delivery: Delivery, verb: WireVerb) -> None:
+        if verb is not WireVerb.ACK:  # every broker acks; only requeue/reject need the table
+            engine.require_verb(self._connection.capabilities, verb)
+        outbox = self._outbox
+        with self._lock:
+            ops = self._ledger.settle(delivery._record, verb)
+            if self._guard is not None:
+                self._guard.acked((delivery._record.message,), verb is WireVerb.ACK)
+            # The per-message path: nothing queued ahead and the sender free, so
+            # these go straight out. _send_lock is taken before _lock is released:
+            # whatever is decided after this joins the outbox and goes out after it.
+            direct = bool(ops) and not outbox and self._send_lock.acquire(blocking=False)
+            if ops and not direct:
+                outbox.extend(ops)
+        if direct:
+            try:
+                self._connection._transport.settle(ops)
+            finally:
+                self._send_lock.release()
+        if outbox:
+            self._push()
+
+    def _queue(self, ops: list[WireSettle]) -> None:
+        # Called with _lock held: the outbox keeps the ledger's order.
+        if ops:
+            self._outbox.extend(ops)
+
+    def _push(self, *, wait: bool = True) -> None:
+        """Put queued ops on the wire, in order, from whichever thread gets _send_lock.
+
+        With ``wait=False`` (the transport's own thread, which must never block on
+        an application thread waiting for it) a busy sender is left to send them:
+        it re-checks the outbox after releasing the lock. A stale op raises in the
+        thread that sends it; nothing stale reaches the wire either way.
+        """
+        outbox = self._outbox
+        while outbox:
+            if not self._send_lock.acquire(blocking=wait):
+                return
+            try:
+                # Only the holder of _send_lock pops, so len() items are there to take.
+                count = len(outbox)
+                ops = [outbox.popleft()] if count == 1 else [outbox.popleft() for _ in range(count)]
+                if ops:
+                    self._connection._transport.settle(ops)
+            finally:
+                self._send_lock.release()
+
+    def _on_message(self, message: InboundMessage) -> None:
+        handler = self._handler
+        reject: list[WireSettle] = []
+        with self._lock:
+            if self._closed:
+                return
+            # The per-message path (same generation, no poison policy, no screening)
+            # inline; everything else through the engine.
+            record = None if self._guard is not None else self._ledger.receive_simple(message)
+            if record is None:
+                record, reject, error = engine.admit_screened(self._ledger, self._ready, message, self._guard)
+                if error is not None:
+                    self._failure = error
+                    self._cond.notify_all()
+                self._queue(reject)
+            delivery = None if record is None else Delivery(record, self._broker, self)
+            if delivery is not None and handler is None:
+                self._ready.append(delivery)
+                if self._getters:
+                    self._cond.notify()
+        if reject:
+            self._push(wait=False)
+        if handler is not None and delivery is not None:
+            self._call_handler(handler, delivery)
+
+    def _call_handler(self, handler: Handler, delivery: Delivery) -> None:
+        # On the transport's thread, in delivery order, no lock held: the handler
+        # may settle at once (the transport takes settlements from its own thread).
+        self._handler_thread = threading.get_ident()
+        try:
+            handler(delivery)
+        except Exception:
+            verb = handler_failed(self._connection.capabilities, self.source, delivery)
+            if verb is not None:
+                try:
+                    self._settle(delivery, verb)
+                except AckbridgeError as exc:
+                    log.warning("ackbridge could not settle the failed message: %s", exc)
+        finally:
+            self._handler_thread = None
+
+    def _on_failure(self, error: AckbridgeError) -> None:
+        with self._lock:
+            self._failure = error
+            self._cond.notify_all()
+
+    def _on_generation_end(self, generation: int) -> None:
+        with self._lock:
+            engine.generation_ended(self._ledger, self._ready, generation)
+            if self._guard is not None:
+                self._guard.generation_ended()
+
+    def _flush_on_time(self) -> None:
+        while True:
+            with self._cond:
+                if self._closed:
+                    return
+                deadline = self._ledger.deadline()
+                if deadline is None:
+                    self._cond.wait(0.05)
+                    continue
+                left = deadline - time.monotonic()
+                if left > 0:
+                    self._cond.wait(min(left, 0.05))
+                    continue
+                self._queue(self._ledger.due())
+            try:
+                self._push()
+            except AckbridgeError:
+                pass  # stale or lost: the broker redelivers; the next settle reports it

@@ -1,0 +1,286 @@
+"""The sync face's publisher and its confirms (see :mod:`ackbridge.client`)."""
+
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Unpack
+
+from ackbridge import engine, guaranteed
+from ackbridge._base import PublisherBase, PublishOptions, next_flush_wait, prepare
+from ackbridge.errors import AckbridgeError, ConnectionLostError, InvalidLabelError
+from ackbridge.labels import AckCollector, AggregatedAcks
+from ackbridge.messages import ConfirmOutcome, ConfirmStatus, refused, unknown
+
+if TYPE_CHECKING:
+    from ackbridge.client import Connection
+
+log = logging.getLogger("ackbridge")
+
+
+class Confirm:
+    """The broker's answer to one publish. Resolves exactly once, by
+    ``confirm_timeout`` at the latest (then as unknown)."""
+
+    # No per-confirm Event or Lock: waiting uses the publisher's condition, so a
+    # publish costs one lock round-trip (this is the hot path).
+    __slots__ = ("_acks", "_attempts", "_callbacks", "_deadline", "_outcome", "_publisher", "correlation_id",
+                 "message_id", "seq")
+
+    def __init__(self, publisher: Publisher, seq: int, message_id: str | None, correlation_id: str | None,
+                 deadline: float) -> None:
+        self._publisher = publisher
+        self.seq = seq
+        self.message_id = message_id
+        self.correlation_id = correlation_id
+        self._deadline = deadline
+        self._outcome: ConfirmOutcome | None = None
+        self._callbacks: list[Callable[[Confirm], None]] | None = None
+        self._acks: _AckWaiter | None = None
+        self._attempts: guaranteed.Attempts | None = None
+
+    def done(self) -> bool:
+        """True once the outcome is known."""
+        return self._outcome is not None
+
+    @property
+    def outcome(self) -> ConfirmOutcome | None:
+        return self._outcome
+
+    def add_done_callback(self, callback: Callable[[Confirm], None]) -> None:
+        """Call *callback(confirm)* once the outcome is known (at once if it is)."""
+        with self._publisher._cond:
+            if self._outcome is None:
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append(callback)
+                return
+        callback(self)
+
+    def result(self, timeout: float | None = None) -> ConfirmOutcome:
+        """Wait for the outcome. ``timeout`` bounds this wait only; on expiry
+        TimeoutError is raised and the confirm stays pending."""
+        publisher = self._publisher
+        end = None if timeout is None else time.monotonic() + timeout
+        with publisher._cond:
+            publisher._waiters += 1
+            try:
+                while self._outcome is None:
+                    now = time.monotonic()
+                    if now >= self._deadline:
+                        publisher._expire_locked()
+                        continue
+                    if end is not None and now >= end:
+                        raise TimeoutError(f"publish {self.seq} not confirmed within {timeout} s")
+                    left = self._deadline - now if end is None else min(self._deadline, end) - now
+                    publisher._cond.wait(min(left, 1.0))
+            finally:
+                publisher._waiters -= 1
+        return self._outcome
+
+    def wait_acks(self, timeout: float | None = None) -> AggregatedAcks:
+        """The aggregated labelled acknowledgements this publish requested."""
+        if self._acks is None:
+            raise InvalidLabelError("this publish requested no acknowledgements (use requested_acks=...)")
+        return self._acks.wait(timeout)
+
+    def __repr__(self) -> str:
+        return engine.confirm_repr(self)
+
+
+class _AckWaiter:
+    def __init__(self, collector: AckCollector, cond: threading.Condition) -> None:
+        self.collector = collector
+        self.cond = cond
+
+    def wait(self, timeout: float | None) -> AggregatedAcks:
+        limit = engine.wait_limit(self.collector.deadline, timeout)
+        with self.cond:
+            while (left := engine.left_to_wait(self.collector, limit)) is not None:
+                self.cond.wait(left)
+        return self.collector.result()
+
+
+class Publisher(PublisherBase):
+    """Publishes with confirms; at most ``window`` confirms outstanding."""
+
+    def __init__(self, connection: Connection, window: int, confirm_timeout: float,
+                 guarantee: guaranteed.Guarantee | None = None) -> None:
+        super().__init__(connection, window, confirm_timeout, guarantee)
+        self._connection: Connection = connection
+        #: Guaranteed publishes whose last attempt was unknown, oldest first, to send again at _retry_at.
+        self._retry: deque[Confirm] = deque()
+        self._retry_at = 0.0
+        self._resender: threading.Thread | None = None
+        # Enter the C-level lock on the hot path; the Condition shares it for waiting.
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        # Three kinds of waiter, woken at different moments: a thread waiting for
+        # one confirm (result) on every resolution; flush() only when nothing is
+        # pending; a publisher blocked by the window only when the window has
+        # drained to its low-water mark, so it then sends a burst instead of one
+        # message per wake-up (one wake per confirm traded the GIL with the transport
+        # thread on every message).
+        self._waiters = 0
+        self._flush_waiters = 0
+        self._room_waiters = 0
+        self._low_water = window - max(1, window // 4)
+        self._pending: dict[int, Confirm] = {}
+
+
+    def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> Confirm:
+        """Send one message; returns its :class:`Confirm` without waiting for it.
+
+        Waits (back-pressure) while ``window`` confirms are outstanding.
+        """
+        conn = self._connection
+        requested = engine.check_requested(conn.capabilities, options.get("requested_acks")) if options else None
+        inbox = conn._inbox() if requested is not None and engine.needs_inbox(requested) else None
+        prepared = prepare(body, options, requested, inbox)
+        msg = prepared.message
+        seq = next(conn._seq)
+        guarantee = self._guarantee
+        if guarantee is not None:
+            msg = guaranteed.stamp(guarantee, next(self._numbers), msg)
+        confirm = Confirm(self, seq, msg.message_id, msg.correlation_id, 0.0)
+        if guarantee is not None and guarantee.retransmit:
+            confirm._attempts = guaranteed.Attempts(destination, msg, time.monotonic() + guarantee.deadline)
+        with self._lock:
+            while len(self._pending) + len(self._retry) >= self.window:
+                self._wait_for_room_locked()
+            confirm._deadline = time.monotonic() + self._confirm_timeout
+            self._pending[seq] = confirm
+        if requested is not None:
+            assert msg.correlation_id is not None
+            confirm._acks = conn._collect(msg.correlation_id, prepared.all_labels,
+                                          options.get("ack_timeout", 10.0), confirm)
+        conn._publishers[seq] = self
+        try:
+            conn._transport.publish(seq, destination, msg)
+        except ConnectionLostError as exc:
+            # The outage rule (ackbridge.errors): no raise, the confirm says unknown.
+            self._resolved(seq, engine.not_sent(exc))
+        except AckbridgeError as exc:
+            self._resolved(seq, unknown(str(exc)))
+            raise
+        return confirm
+
+    def _wait_for_room_locked(self) -> None:
+        oldest = next(iter(self._pending.values())) if self._pending else self._retry[0]
+        left = oldest._deadline - time.monotonic()
+        if left <= 0:
+            self._expire_locked()
+            return
+        self._room_waiters += 1
+        try:
+            self._cond.wait(min(left, 1.0))
+        finally:
+            self._room_waiters -= 1
+
+    def _expire_locked(self) -> None:
+        now = time.monotonic()
+        for confirm in [c for c in self._retry if c._deadline <= now]:
+            self._retry.remove(confirm)
+            self._settle_locked(confirm, unknown("not sent again before retransmit_deadline"))
+        for confirm in engine.expired(self._pending, now):
+            del self._pending[confirm.seq]
+            self._connection._publishers.pop(confirm.seq, None)
+            self._settle_locked(confirm, unknown(engine.NO_ANSWER))
+
+    def _settle_locked(self, confirm: Confirm, outcome: ConfirmOutcome) -> None:
+        attempts = confirm._attempts
+        if attempts is not None and self._guarantee is not None:
+            final = guaranteed.decide(attempts, outcome, time.monotonic(), self._guarantee.max_attempts)
+            if final is None:
+                self._schedule_retry_locked(confirm)
+                return
+            outcome = final
+            if outcome.status is not ConfirmStatus.UNKNOWN:
+                self._backoff.reset()  # the broker answers again: retransmit promptly next time
+        confirm._outcome = outcome
+        callbacks, confirm._callbacks = confirm._callbacks, None
+        if self._waiters or (self._flush_waiters and not self._pending and not self._retry):
+            self._cond.notify_all()
+        elif self._room_waiters and len(self._pending) <= self._low_water:
+            self._cond.notify_all()  # all: a flush() waiter may sit first in the queue
+        if callbacks:
+            for callback in callbacks:
+                callback(confirm)
+
+    # ---- retransmission (retransmit=True) --------------------------------------------------
+    def _schedule_retry_locked(self, confirm: Confirm) -> None:
+        if not self._retry:
+            self._retry_at = time.monotonic() + self._backoff.next_delay()
+        assert confirm._attempts is not None
+        # result() and flush() wait on this deadline; the resender gives up before it.
+        confirm._deadline = confirm._attempts.give_up_at + self._confirm_timeout
+        self._retry.append(confirm)
+        if self._resender is None:
+            self._resender = threading.Thread(target=self._resend_loop, name="ackbridge-retransmit", daemon=True)
+            self._resender.start()
+        self._cond.notify_all()
+
+    def _resend_loop(self) -> None:
+        conn = self._connection
+        while not conn._closed:
+            with self._cond:
+                wait = self._retry_at - time.monotonic() if self._retry else 1.0
+                if wait > 0:
+                    self._cond.wait(min(wait, 1.0))
+                    continue
+                batch = list(self._retry)
+                self._retry.clear()
+            for confirm in batch:  # in the order they were first published
+                self._send_again(confirm)
+
+    def _send_again(self, confirm: Confirm) -> None:
+        conn = self._connection
+        attempts = confirm._attempts
+        assert attempts is not None
+        now = time.monotonic()
+        if now >= attempts.give_up_at:
+            with self._lock:
+                self._settle_locked(confirm, unknown("not sent again"))
+            return
+        attempts.attempts += 1
+        self.retransmitted += 1
+        seq = next(conn._seq)
+        with self._lock:
+            confirm._deadline = now + self._confirm_timeout
+            self._pending[seq] = confirm
+        conn._publishers[seq] = self
+        try:
+            conn._transport.publish(seq, attempts.destination, attempts.message)
+        except ConnectionLostError as exc:
+            self._resolved(seq, engine.not_sent(exc))
+        except AckbridgeError as exc:
+            self._resolved(seq, refused(f"not sent again: {exc}"))
+
+    def _resolved(self, seq: int, outcome: ConfirmOutcome) -> None:
+        with self._lock:
+            confirm = self._pending.pop(seq, None)
+            if confirm is not None:
+                self._settle_locked(confirm, outcome)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every publish so far has an outcome; False if *timeout* passed first."""
+        end = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._flush_waiters += 1
+            try:
+                while self._pending or self._retry:
+                    oldest = next(iter(self._pending.values())) if self._pending else self._retry[0]
+                    wait = next_flush_wait(oldest._deadline, end, time.monotonic())
+                    if wait is None:
+                        return False
+                    if wait == 0.0:
+                        self._expire_locked()
+                        continue
+                    self._cond.wait(wait)
+            finally:
+                self._flush_waiters -= 1
+        return True

@@ -1,0 +1,342 @@
+"""The receive side: subscriptions, link credit, deliveries and their settlement,
+and the reply inbox of labelled acks. Everything here runs on the container
+thread, except :func:`credit_to_grant` (pure).
+
+Credit: a receiver starts with ``prefetch`` credit and gets credit back for
+settled deliveries (:func:`credit_to_grant`), so unsettled deliveries never
+exceed ``prefetch``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from proton import Condition, Delivery, Endpoint
+
+from ackbridge.backoff import Backoff
+from ackbridge.capabilities import Verb
+from ackbridge.messages import WireSettle, WireVerb
+from ackbridge_amqp10 import codec
+from ackbridge_amqp10.links import close_link, reply_address, session
+
+if TYPE_CHECKING:
+    from ackbridge_amqp10.transport import Amqp10Transport
+
+log = logging.getLogger("ackbridge.amqp10")
+
+
+def credit_to_grant(prefetch: int, held: int, credit: int) -> int:
+    """Link credit to add so that what the receiver holds unsettled plus its credit
+    comes back to *prefetch*, in batches (fewer flow frames): nothing while the
+    credit left is above half the prefetch and less than half is owed.
+
+    *credit* is proton's count, which goes below zero when the broker sent more
+    than was granted; the grant first brings it back to zero, and a receiver
+    holding more than *prefetch* gets no new credit until it settles below it."""
+    target = max(prefetch - held, 0)
+    grant = target - credit
+    if grant <= 0:
+        return 0
+    half = prefetch // 2
+    if credit < 0 or grant > half or credit <= half:
+        return grant
+    return 0
+
+
+@dataclass(eq=False)
+class Sub:
+    name: str
+    source: str
+    prefetch: int
+    backoff: Backoff  # re-attach after the broker detached a live subscription
+    receiver: Any = None
+    attached: Future[None] | None = None
+    held: int = 0  # deliveries on the current receiver not settled yet
+    credit: int = 0  # link credit granted and not used yet (proton's count, kept here: no C call per message)
+
+
+@dataclass(eq=False)
+class Inbox:
+    address: str  # where replies are sent (the reply-to)
+    dynamic: bool
+    source: str | None = None  # what the receiver attaches to, when not the address itself
+    receiver: Any = None
+    attached: Future[str] | None = field(default=None)
+
+
+class Receiving:
+    """Subscriptions and the reply inbox of one transport (container thread only)."""
+
+    def __init__(self, transport: Amqp10Transport) -> None:
+        self.t = transport
+        self.subs: dict[str, Sub] = {}
+        self.receivers: dict[Any, Sub] = {}  # receiver link -> its subscription
+        self.inboxes: dict[Any, Inbox] = {}  # receiver link -> the inbox
+        self.inbox: Inbox | None = None
+        self._tags = itertools.count(1)
+        # tag -> (proton delivery, its subscription, the receiver link it came on)
+        self._deliveries: dict[int, tuple[Any, Sub, Any]] = {}
+        self._count_header_of: tuple[Any, bool] = (None, False)
+
+    # ---- subscriptions -------------------------------------------------------------
+    def subscribe(self, subscription: str, source: str, prefetch: int, future: Future[None]) -> None:
+        codec.check_address(source)  # raised through the future to either face
+        self.t.require_conn()
+        sub = Sub(subscription, source, prefetch, Backoff(self.t.settings.reconnect_max_delay), attached=future)
+        self.subs[subscription] = sub
+
+        def failed(f: Future[None]) -> None:
+            if f.cancelled() or f.exception() is not None:
+                self.t.container.submit(lambda: self.drop(sub))
+
+        future.add_done_callback(failed)
+        self.attach(sub)
+
+    def attach(self, sub: Sub) -> None:
+        conn, container = self.t.conn, self.t.container.container
+        if conn is None or container is None:
+            return
+        receiver = container.create_receiver(session(conn), sub.source, name=f"{sub.name}-g{self.t.generation}")
+        receiver.flow(sub.prefetch)
+        sub.held = 0
+        sub.credit = sub.prefetch
+        sub.receiver = receiver
+        self.receivers[receiver] = sub
+        if sub.attached is not None and not sub.attached.done():
+            self.t.waiters[receiver] = sub.attached
+
+    def reattach_all(self) -> None:
+        """After a (re)connect: every subscription and the inbox on the new connection."""
+        for sub in self.subs.values():
+            self.attach(sub)
+        if self.inbox is not None:
+            self._attach_inbox(self.inbox)
+
+    def drop(self, sub: Sub) -> None:
+        if self.subs.get(sub.name) is sub:
+            del self.subs[sub.name]
+        if sub.receiver is not None:
+            self.receivers.pop(sub.receiver, None)
+            close_link(sub.receiver)
+            sub.receiver = None
+        for tag in [t for t, (_, s, _r) in self._deliveries.items() if s is sub]:
+            del self._deliveries[tag]
+
+    def unsubscribe(self, subscription: str, future: Future[None]) -> None:
+        sub = self.subs.get(subscription)
+        if sub is not None:
+            self.drop(sub)
+        future.set_result(None)
+
+    def generation_ended(self) -> None:
+        self._deliveries.clear()
+        for sub in self.subs.values():
+            sub.receiver = None
+        if self.inbox is not None:
+            self.inbox.receiver = None
+
+    def link_opened(self, receiver: Any) -> None:
+        sub = self.receivers.get(receiver)
+        if sub is not None:
+            sub.backoff.reset()
+
+    def receiver_closed(self, link: Any, condition: Any) -> None:
+        sub = self.receivers.pop(link, None)
+        if sub is None:
+            return
+        if sub.receiver == link:
+            sub.receiver = None
+        for tag in [t for t, (_, _s, r) in self._deliveries.items() if r == link]:
+            del self._deliveries[tag]
+        live = self.t.live
+        if self.subs.get(sub.name) is not sub or self.t.closing or live is None:
+            return
+        attached = sub.attached
+        if attached is not None and attached.done() and (attached.cancelled() or attached.exception() is not None):
+            self.drop(sub)  # subscribe() already raised the refusal
+            return
+        # The broker detached a live subscription (e.g. the queue was deleted): try again later.
+        log.warning("amqp10 subscription %s on %r detached by the broker: %s", sub.name, sub.source,
+                    self.t.describe(condition))
+
+        def again() -> None:
+            if self.subs.get(sub.name) is sub and sub.receiver is None and self.t.live == live:
+                self.attach(sub)
+
+        self.t.container.schedule(sub.backoff.next_delay(), again)
+
+    # ---- deliveries ----------------------------------------------------------------
+    def transfer(self, receiver: Any, delivery: Any, raw: bytes) -> None:
+        """A whole message arrived on *receiver* (its bytes read and the link advanced)."""
+        if receiver in self.inboxes:
+            self._reply(receiver, delivery, raw)
+            return
+        sub = self.receivers.get(receiver)
+        live = self.t.live
+        if sub is None or live is None or sub.receiver != receiver:
+            # A late transfer on a link we are closing: give it back.
+            delivery.update(Delivery.RELEASED)
+            delivery.settle()
+            return
+        sub.credit -= 1
+        if sub.credit < 0:
+            # The broker sent more than the credit granted (RabbitMQ 3.x does, now
+            # and then). proton's credit is below zero too, and its next flow frame
+            # would carry that as an unsigned number (about 4 billion): the broker
+            # would send the whole queue. Bring it back to zero at once.
+            sub.receiver.flow(-sub.credit)
+            sub.credit = 0
+        tag = next(self._tags)
+        try:
+            inbound = codec.from_bytes(raw, wire_tag=tag, generation=live, source=sub.source,
+                                       count_header=self._count_header)
+        except Exception as exc:
+            self._undecodable(sub, delivery, exc)
+            return
+        # sub.receiver, not *receiver*: the event's wrapper is a new object per event,
+        # and apply() gives credit back only while `sub.receiver is` the one it came on.
+        self._deliveries[tag] = (delivery, sub, sub.receiver)
+        sub.held += 1
+        self.t.events.deliver(sub.name, inbound)
+
+    def _undecodable(self, sub: Sub, delivery: Any, exc: Exception) -> None:
+        """A transfer that is not an AMQP message: it can never be delivered, and
+        giving it back would bring it again forever. Reject it (the broker
+        dead-letters it where the queue has a target) with the reason."""
+        reason = f"ackbridge cannot decode this message: {type(exc).__name__}: {exc}"
+        log.warning("amqp10 subscription %s on %r: %s; rejected", sub.name, sub.source, reason)
+        delivery.local.condition = Condition("amqp:decode-error", reason[:500])
+        delivery.update(Delivery.REJECTED)
+        delivery.settle()
+        self._grant(sub)
+
+    @property
+    def _count_header(self) -> bool:
+        # Read per message: the capability table is refined once connected.
+        caps = self.t.capabilities
+        if caps is not self._count_header_of[0]:
+            self._count_header_of = (caps, caps.support(Verb.DELIVERY_COUNT).available)
+        return self._count_header_of[1]
+
+    def apply(self, ops: Sequence[WireSettle]) -> None:
+        """Put settlements on the wire. An op whose generation is not the live one
+        lost the race with a connection loss: it is dropped, never applied."""
+        live = self.t.live
+        modified = self.t.modified_safe and self.t.peer == "generic"
+        # Credit counted per subscription (hashed by identity) rather than per proton
+        # Link wrapper, whose hash is a Python call into the C binding.
+        credit: dict[Sub, int] = {}
+        for op in ops:
+            if op.generation != live:
+                continue
+            found = self._deliveries.pop(op.wire_tag, None)  # type: ignore[call-overload]
+            if found is None:
+                continue  # its link is gone; the broker returns it
+            delivery, sub, receiver = found
+            if op.verb is WireVerb.ACK:
+                delivery.update(Delivery.ACCEPTED)
+            elif op.verb is WireVerb.REJECT:
+                delivery.update(Delivery.REJECTED)
+            elif modified:
+                delivery.local.failed = True
+                delivery.update(Delivery.MODIFIED)
+            else:
+                delivery.update(Delivery.RELEASED)
+            delivery.settle()
+            # Identity, not delivery.link (proton wraps a new Link object per read):
+            # credit goes back only while the receiver it came on is still the sub's.
+            if receiver is not None and sub.receiver is receiver:
+                credit[sub] = credit.get(sub, 0) + 1
+        for sub, n in credit.items():
+            sub.held -= n
+            self._grant(sub)
+
+    def _grant(self, sub: Sub) -> None:
+        receiver = sub.receiver
+        if receiver is None or self.subs.get(sub.name) is not sub or not receiver.state & Endpoint.LOCAL_ACTIVE:
+            return
+        grant = credit_to_grant(sub.prefetch, sub.held, sub.credit)
+        if grant:
+            receiver.flow(grant)
+            sub.credit += grant
+
+    # ---- the reply inbox -----------------------------------------------------------
+    def open_inbox(self, future: Future[str]) -> None:
+        self.t.require_conn()
+        if self.inbox is not None:
+            future.set_result(self.inbox.address)
+            return
+        template = self.t.inbox_template
+        dynamic = template == "dynamic"
+        source = "" if dynamic else template.replace("{id}", uuid.uuid4().hex)
+        inbox = Inbox(reply_address(source), dynamic, source=source, attached=future)
+
+        def failed(f: Future[str]) -> None:
+            if f.cancelled() or f.exception() is not None:
+                self.t.container.submit(lambda: self._drop_inbox(inbox))
+
+        future.add_done_callback(failed)
+        self.inbox = inbox
+        self._attach_inbox(inbox)
+
+    def _drop_inbox(self, inbox: Inbox) -> None:
+        if self.inbox is inbox:
+            self.inbox = None
+        if inbox.receiver is not None:
+            self.inboxes.pop(inbox.receiver, None)
+            close_link(inbox.receiver)
+
+    def _attach_inbox(self, inbox: Inbox) -> None:
+        conn, container = self.t.conn, self.t.container.container
+        if conn is None or container is None:
+            return
+        name = f"inbox-{uuid.uuid4().hex[:12]}"
+        if inbox.dynamic:
+            receiver = container.create_receiver(session(conn), None, dynamic=True, name=name)
+        else:
+            receiver = container.create_receiver(session(conn), inbox.source, name=name)
+        receiver.flow(100)
+        inbox.receiver = receiver
+        self.inboxes[receiver] = inbox
+
+    def inbox_attached(self, receiver: Any) -> None:
+        inbox = self.inboxes.get(receiver)
+        if inbox is None:
+            return
+        if inbox.dynamic:
+            address = receiver.remote_source.address
+            if not address:
+                return  # refused: the detach (with its condition) follows
+            inbox.address = address
+        if inbox.attached is not None and not inbox.attached.done():
+            inbox.attached.set_result(inbox.address)
+
+    def inbox_gone(self, link: Any, refusal: str) -> None:
+        inbox = self.inboxes.pop(link, None)
+        if inbox is None:
+            return
+        if inbox.attached is not None and not inbox.attached.done():
+            inbox.attached.set_exception(self.t.broker_error(f"the broker refused the reply inbox: {refusal}"))
+        if inbox.receiver == link:
+            inbox.receiver = None
+
+    def _reply(self, receiver: Any, delivery: Any, raw: bytes) -> None:
+        try:
+            inbound = codec.from_bytes(raw, wire_tag=0, generation=self.t.live or self.t.generation,
+                                       source=self.inbox.address if self.inbox else "", count_header=False)
+        except Exception as exc:
+            log.warning("amqp10 reply inbox: cannot decode a reply (%s: %s); rejected", type(exc).__name__, exc)
+            delivery.update(Delivery.REJECTED)
+            inbound = None
+        else:
+            delivery.update(Delivery.ACCEPTED)
+        delivery.settle()
+        receiver.flow(1)
+        if inbound is not None:
+            self.t.events.reply(inbound)

@@ -1,0 +1,306 @@
+"""The asyncio transport: nats-py on the caller's event loop.
+
+Maps the core's operations onto one :class:`~ackbridge_nats.link.Link` (the
+connection and its generations), one
+:class:`~ackbridge_nats.pulling.PullSubscription` per consumer and one
+:class:`~ackbridge_nats.publishing.Publishes` (PubAck answers). Settlements
+are plain publishes to the delivery's reply subject.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from ackbridge.errors import InvalidOptionError
+from ackbridge.generations import check_ops, stale_error
+from ackbridge.messages import OutboundMessage, WireSettle, WireVerb, refused, unknown
+from ackbridge.transport import AsyncTransport, TransportEvents
+from ackbridge.urls import BrokerURL
+from ackbridge_nats import codec, queues
+from ackbridge_nats.capabilities import CAPABILITIES
+from ackbridge_nats.errors import nats_error
+from ackbridge_nats.link import Link, describe, seconds_ns
+from ackbridge_nats.naming import check_subject, dead_letter_subject
+from ackbridge_nats.options import OPTIONS, NatsSettings
+from ackbridge_nats.publishing import Publishes, outcome_of
+from ackbridge_nats.pulling import NAK, PullSubscription
+
+log = logging.getLogger("ackbridge.nats")
+
+ACK = b"+ACK"
+TERM = b"+TERM"
+Prepared = tuple[str, dict[str, str] | None]
+
+
+class NatsAsyncTransport(AsyncTransport):
+    capabilities = CAPABILITIES
+    option_specs = OPTIONS
+
+    def __init__(self, url: BrokerURL, options: Mapping[str, Any], events: TransportEvents) -> None:
+        super().__init__(url, options, events)
+        self.nats = NatsSettings.resolve(url, options, self.settings)
+        self.link = Link(url, self.nats, self._up, self._lost)
+        self.publishes = Publishes(events.confirm)
+        self.subs: dict[str, PullSubscription] = {}
+        self.reply_inbox: str | None = None
+        #: Deliveries of closed consumers not released yet (the connection was down): on the next one.
+        self.unreleased: list[str] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stopping: set[asyncio.Task[None]] = set()
+        self._held_publishes: list[tuple[int, int, str, bytes, dict[str, str] | None]] | None = None
+        self._held_writes: list[WireSettle] | None = None
+        self._nak = NAK if not self.nats.requeue_delay else (
+            NAK + b" " + json.dumps({"delay": seconds_ns(self.nats.requeue_delay)}).encode())
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def generation(self) -> int:
+        return self.link.generation
+
+    def __repr__(self) -> str:
+        return f"<NatsAsyncTransport {self.url.redacted} generation={self.generation}>"
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ---- generations ----------------------------------------------------------------------
+    async def _up(self, client: Client, generation: int) -> None:
+        await self.publishes.start(client)
+        for sub in list(self.subs.values()):
+            earlier = list(sub.outstanding)
+            await sub.start(client, generation)
+            await sub.release(client, earlier)  # the old generation's deliveries come back now
+        orphans, self.unreleased = self.unreleased, []
+        for reply in orphans:
+            await client.publish(reply, NAK)
+        if self.reply_inbox is not None:
+            await self._open_inbox(client, self.reply_inbox)
+
+    def _lost(self, generation: int, reason: str) -> None:
+        held, self._held_publishes = self._held_publishes, ([] if self._held_publishes is not None else None)
+        for seq, _gen, _subject, _body, _headers in held or ():
+            self.events.confirm(seq, unknown(f"{reason}; the held publish was never sent"))
+        if self._held_writes is not None:
+            self._held_writes = []
+        self.publishes.lost(reason)
+        self.events.generation_ended(generation, reason)
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    async def open_async(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        await self.link.open()
+
+    async def close_async(self) -> None:
+        if self._stopping:
+            await asyncio.gather(*self._stopping, return_exceptions=True)
+        if self.unreleased or any(sub.outstanding for sub in self.subs.values()):
+            # Deliveries of a lost generation are released by the reconnect: let one under way finish,
+            # or they come back only after ack_wait.
+            await self.link.wait_reconnected(self.settings.connect_timeout)
+        subs = list(self.subs.values())
+        self.subs.clear()
+        # Only a consumer holding deliveries needs its pull requests to end before it releases them.
+        for left in await asyncio.gather(*(sub.stop(wait=bool(sub.outstanding)) for sub in subs),
+                                         return_exceptions=True):
+            if isinstance(left, list):
+                self.unreleased.extend(left)
+        if self.unreleased:
+            log.warning("ackbridge-nats: %d deliveries could not be released (connection down): JetStream "
+                        "redelivers them after ack_wait", len(self.unreleased))
+        await self.link.close()
+        self.publishes.lost("connection closed")
+        for task in list(self._tasks):
+            if task is not asyncio.current_task():
+                task.cancel()
+
+    # ---- queues and consumers -------------------------------------------------------------
+    async def declare_queue_async(self, name: str, *, dead_letter: bool = True) -> None:
+        doing = f"declare queue {name!r}"
+        client = self.link.require(doing)
+        try:
+            await queues.declare(client, name, self.nats, dead_letter=dead_letter)
+        except Exception as exc:
+            raise nats_error(exc, doing, self.url) from None
+
+    async def subscribe_async(self, subscription: str, source: str, *, prefetch: int) -> None:
+        check_subject(source, "queue")
+        doing = f"subscribe to {source!r}"
+        client = self.link.require(doing)
+        try:
+            stream = await queues.find_stream(client, source)
+            await queues.ensure_consumer(client, stream, source, self.nats, max_ack_pending=prefetch)
+            sub = PullSubscription(subscription, source, stream, self.nats.durable, prefetch,
+                                   self.nats.pull_expires, self.events.deliver)
+            self.subs[subscription] = sub
+            await sub.start(client, self.generation)
+        except Exception as exc:
+            self.subs.pop(subscription, None)
+            raise nats_error(exc, doing, self.url) from None
+
+    async def unsubscribe_async(self, subscription: str) -> None:
+        sub = self.subs.pop(subscription, None)
+        if sub is not None:
+            # In the background: the release waits for the consumer's open pull requests to end.
+            # (even one holding nothing: deliveries may be on the way to its open request).
+            task = asyncio.get_running_loop().create_task(self._stop(sub))
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
+
+    async def _stop(self, sub: PullSubscription) -> None:
+        self.unreleased.extend(await sub.stop())
+
+    # ---- settling -----------------------------------------------------------------------------
+    async def settle_async(self, ops: Sequence[WireSettle]) -> None:
+        check_ops(ops, self.generation)
+        client = self.link.client
+        if client is None or not client.is_connected:
+            raise stale_error(f"{len(ops)} settlement(s) while the connection is down", ops[0].generation)
+        if self._held_writes is not None:
+            self._held_writes.extend(ops)
+            return
+        await self.apply(client, ops)
+
+    async def apply(self, client: Client, ops: Sequence[WireSettle]) -> None:
+        touched: dict[str, PullSubscription] = {}
+        confirms: list[Coroutine[Any, Any, Any]] = []
+        for op in ops:
+            tag = str(op.wire_tag)
+            sub = self.subs.get(op.subscription)
+            if sub is not None:
+                sub.settled(tag)
+                touched[sub.name] = sub
+            if op.verb is WireVerb.ACK:
+                if self.nats.double_ack:
+                    confirms.append(client.request(tag, ACK, timeout=self.settings.connect_timeout))
+                else:
+                    await client.publish(tag, ACK)
+            elif op.verb is WireVerb.REQUEUE:
+                await client.publish(tag, self._nak)
+            else:
+                self.spawn(self._dead_letter(client, op))
+        if confirms:
+            for result in await asyncio.gather(*confirms, return_exceptions=True):
+                if isinstance(result, BaseException):
+                    log.warning("ackbridge-nats: an ack was not confirmed by the server (%s); JetStream "
+                                "redelivers the message after ack_wait if it was lost", describe(result))
+        for sub in touched.values():
+            await sub.top_up()
+
+    async def _dead_letter(self, client: Client, op: WireSettle) -> None:
+        """reject(): store a copy in the dead-letter subject, then +TERM; -NAK if the copy is not stored."""
+        tag = str(op.wire_tag)
+        message = op.message
+        if message is None:
+            log.error("ackbridge-nats: reject without the message: -NAK instead (no copy can be stored)")
+            await client.publish(tag, self._nak)
+            return
+        subject = dead_letter_subject(self.nats.dead_letter_template, message.source)
+        try:
+            answer = await client.request(subject, message.body, timeout=self.settings.connect_timeout,
+                                          headers=codec.dead_letter_headers(message))
+            outcome = outcome_of(answer, subject)
+        except Exception as exc:
+            outcome = unknown(describe(exc))
+        if not outcome.confirmed and "no responders" in outcome.reason:
+            # No dead-letter stream (declared with dead_letter=False): dropped, as AMQP drops without a DLX.
+            log.warning("ackbridge-nats: rejected message of %r dropped: %s", message.source, outcome.reason)
+        elif not outcome.confirmed:
+            log.error("ackbridge-nats: dead-letter copy of a %r message not stored (%s): -NAK instead",
+                      message.source, outcome.reason)
+            await client.publish(tag, NAK)
+            return
+        await client.publish(tag, TERM)
+
+    # ---- publishing ---------------------------------------------------------------------------
+    def prepare(self, destination: str, message: OutboundMessage) -> Prepared:
+        """Check *message* before anything is sent: raises InvalidOptionError for bad headers."""
+        return destination, codec.headers_for(message)
+
+    async def publish_async(self, seq: int, destination: str, message: OutboundMessage) -> None:
+        subject, headers = self.prepare(destination, message)
+        await self.send_prepared(seq, subject, message.body, headers)
+
+    async def send_prepared(self, seq: int, subject: str, body: bytes, headers: dict[str, str] | None) -> None:
+        try:
+            check_subject(subject, "destination")
+        except InvalidOptionError as exc:
+            self.events.confirm(seq, refused(f"not sent: {exc}"))
+            return
+        if self._held_publishes is not None:
+            self._held_publishes.append((seq, self.generation, subject, body, headers))
+            return
+        await self.publishes.send(seq, subject, body, headers)
+
+    # ---- labelled-ack replies -------------------------------------------------------------
+    async def open_reply_inbox_async(self) -> str:
+        if self.reply_inbox is not None:
+            return self.reply_inbox
+        client = self.link.require("open the reply inbox")
+        inbox = f"_INBOX.ackbridge-reply-{uuid.uuid4().hex}"
+        try:
+            await self._open_inbox(client, inbox)
+        except Exception as exc:
+            raise nats_error(exc, "open the reply inbox", self.url) from None
+        self.reply_inbox = inbox
+        return inbox
+
+    async def _open_inbox(self, client: Client, inbox: str) -> None:
+        async def on_reply(msg: Msg) -> None:
+            if msg.reply:
+                await client.publish(msg.reply, b"")  # the issuer's confirm: the reply reached its inbox
+            self.events.reply(codec.inbound(msg, self.generation, inbox))
+
+        await client.subscribe(inbox, cb=on_reply)
+
+    # ---- fault seam (ackbridge.testing.faults); callable from any thread ----------------------
+    def on_loop(self, fn: Callable[..., Any], *args: Any) -> None:
+        loop = self.loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is None or running is loop:
+            fn(*args)
+        else:
+            loop.call_soon_threadsafe(fn, *args)
+
+    def sever(self, reason: str) -> None:
+        self.on_loop(self.link.sever, reason)
+
+    def hold_publishes(self, hold: bool) -> None:
+        self.on_loop(self._hold_publishes, hold)
+
+    def hold_writes(self, hold: bool) -> None:
+        self.on_loop(self._hold_writes, hold)
+        self.on_loop(self._hold_publishes, hold)
+
+    def _hold_publishes(self, hold: bool) -> None:
+        if hold:
+            if self._held_publishes is None:
+                self._held_publishes = []
+            return
+        held, self._held_publishes = self._held_publishes or [], None
+        for seq, generation, subject, body, headers in held:
+            if generation == self.generation:
+                self.spawn(self.publishes.send(seq, subject, body, headers))
+
+    def _hold_writes(self, hold: bool) -> None:
+        if hold:
+            if self._held_writes is None:
+                self._held_writes = []
+            return
+        held, self._held_writes = self._held_writes or [], None
+        live = [op for op in held if op.generation == self.generation]
+        client = self.link.client
+        if live and client is not None:
+            self.spawn(self.apply(client, live))

@@ -1,0 +1,47 @@
+"""What NATS JetStream can do, as data.
+
+JetStream settles each delivery on its own reply subject, so there is no
+cumulative ack and no order to keep; dead-lettering is emulated (JetStream
+only *stops* redelivering a terminated message, it stores it nowhere else).
+"""
+
+from __future__ import annotations
+
+from ackbridge.capabilities import Capabilities, Verb, emulated, native
+
+#: max_ack_pending is a signed 32-bit field in nats-server's consumer config.
+MAX_ACK_PENDING = 2**31 - 1
+
+CAPABILITIES = Capabilities(
+    broker="nats-jetstream",
+    verbs={
+        Verb.ACK: native("+ACK published to the delivery's reply subject ($JS.ACK...)"),
+        Verb.REQUEUE: native("-NAK to the reply subject: redelivered at once, or after requeue_delay seconds "
+                             "(-NAK {\"delay\": ...}); the delivery count rises"),
+        Verb.REJECT: emulated(
+            "republished (JetStream publish, PubAck awaited) to dead_letter_subject with the source stream, "
+            "sequence and delivery count as headers, then +TERM (JetStream stops redelivering it); if the "
+            "dead-letter publish fails the delivery is -NAKed instead, never lost"),
+        Verb.CUMULATIVE_ACK: emulated("one +ACK per delivery (JetStream's AckAll is a consumer policy, not a "
+                                      "per-ack choice)"),
+        Verb.CONFIRM: native("PubAck from the stream (the publish is a request); Nats-Msg-Id from message_id: "
+                             "a retransmit within the stream's duplicate_window is stored once (PubAck "
+                             "duplicate=true, reported confirmed with reason 'duplicate')"),
+        Verb.CONFIRM_REFUSED: native("no stream for the subject (503 no responders), a JetStream API error in "
+                                     "the PubAck (limits, wrong expected stream...), or a body above the "
+                                     "server's max_payload (refused before sending)"),
+        Verb.DELIVERY_COUNT: native("num_delivered from the delivery's reply subject (JetStream metadata)"),
+        Verb.LABELLED_ACKS: native("replies are requests to a per-connection inbox subject that answers each "
+                                   "one (so a reply is confirmed when the publisher's inbox received it)"),
+    },
+    notes=(
+        "a queue is a subject + a stream named after it + the durable pull consumer 'durable' (ackbridge)",
+        "prefetch is the consumer's pull credit (never more in flight to one ackbridge consumer) and the "
+        "durable consumer's max_ack_pending (shared by every consumer of the durable; the last subscribe sets it)",
+        "an unsettled delivery of a closed consumer or an ended generation is -NAKed so it comes back at once; "
+        "one lost with its process comes back after ack_wait",
+        "an old reply subject still acks the same stream sequence after a reconnect (never another message): "
+        "the core's generation rule refuses such settlements anyway",
+    ),
+    max_prefetch=MAX_ACK_PENDING,
+)

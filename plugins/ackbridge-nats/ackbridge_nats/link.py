@@ -1,0 +1,180 @@
+"""One nats-py connection at a time, its generation and its reconnects.
+
+nats-py's own reconnect is switched off (``allow_reconnect=False``): on a
+loss this class ends the generation, reports it, and opens a *new* client
+with the core's :class:`~ackbridge.backoff.Backoff` between attempts. A new
+client means new inboxes, so nothing of the old generation (pull requests,
+publish replies) can reach the new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from nats.aio.client import Client
+
+from ackbridge.backoff import Backoff
+from ackbridge.errors import AckbridgeError, ConnectionLostError
+from ackbridge.urls import BrokerURL
+from ackbridge_nats.options import NatsSettings
+from ackbridge_nats.tls import describe_tls_error
+
+log = logging.getLogger("ackbridge.nats")
+
+#: nats-py's ping loop sleeps ping_interval: "no heartbeat" is a very long one.
+_NO_PING = 10**9
+
+
+def describe(exc: BaseException | None) -> str:
+    if exc is None:
+        return "closed"
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class Link:
+    """The live nats-py client (``client``), the generation it serves, and the
+    reconnect loop. *on_up(client, generation)* re-creates what a generation
+    needs (inboxes, pull requests); *on_lost(generation, reason)* reports the
+    loss. Both run on the loop."""
+
+    def __init__(self, url: BrokerURL, settings: NatsSettings,
+                 on_up: Callable[[Client, int], Awaitable[None]],
+                 on_lost: Callable[[int, str], None]) -> None:
+        self.url = url
+        self.settings = settings
+        self.client: Client | None = None
+        self.generation = 0
+        self.name = f"ackbridge-{uuid.uuid4().hex[:12]}"
+        self._on_up = on_up
+        self._on_lost = on_lost
+        self._closing = False
+        self._sever_reason: str | None = None
+        self._reconnect_task: asyncio.Task[None] | None = None
+        #: Set while a client is up (created on the loop by open()).
+        self.up: asyncio.Event | None = None
+
+    @property
+    def live(self) -> bool:
+        client = self.client
+        return client is not None and client.is_connected
+
+    async def _connect_once(self) -> Client:
+        s = self.settings
+        heartbeat = s.connection.heartbeat
+        client = Client()
+        holder: list[Client] = [client]
+
+        async def closed() -> None:
+            self._closed(holder[0])
+
+        async def error(exc: Exception) -> None:
+            log.debug("%s: nats-py reported %s", self.url.redacted, describe(exc))
+
+        options: dict[str, Any] = dict(
+            servers=[s.servers], name=self.name, allow_reconnect=False, max_reconnect_attempts=0,
+            connect_timeout=s.connection.connect_timeout, closed_cb=closed, error_cb=error,
+            ping_interval=heartbeat if heartbeat > 0 else _NO_PING, max_outstanding_pings=2,
+            user=s.user, password=s.password, token=s.token)
+        if s.tls is not None:
+            options.update(tls=s.tls, tls_hostname=s.tls_hostname)
+        try:
+            await asyncio.wait_for(client.connect(**options), s.connection.connect_timeout + 1)
+        except AckbridgeError:
+            raise
+        except Exception as exc:
+            tls_error = describe_tls_error(exc, self.url)
+            if tls_error is not None:
+                raise tls_error from None
+            raise ConnectionLostError(f"cannot connect to {self.url.redacted} ({describe(exc)})") from None
+        return client
+
+    async def open(self) -> None:
+        """The first connect: errors go to the caller."""
+        client = await self._connect_once()
+        self.generation = 1
+        self.client = client
+        self.up = asyncio.Event()
+        await self._on_up(client, self.generation)
+        self.up.set()
+
+    async def close(self) -> None:
+        self._closing = True
+        task = self._reconnect_task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()
+        client, self.client = self.client, None
+        if client is not None and not client.is_closed:
+            try:
+                await client.close()
+            except Exception as exc:  # already broken: nothing left to close
+                log.debug("%s: close: %s", self.url.redacted, describe(exc))
+
+    def sever(self, reason: str) -> None:
+        """Close the client as a fault would: the generation ends and the loop reconnects. On the loop."""
+        client = self.client
+        if client is None or client.is_closed:
+            return
+        self._sever_reason = reason
+        asyncio.get_running_loop().create_task(client.close())
+
+    def _closed(self, client: Client) -> None:
+        if client is not self.client or self._closing:
+            return
+        reason = self._sever_reason or describe(client.last_error) or "connection closed by the server"
+        self._sever_reason = None
+        self.client = None
+        if self.up is not None:
+            self.up.clear()
+        old = self.generation
+        self.generation += 1  # settlements of the old generation are stale from here on
+        log.warning("ackbridge-nats: %s: connection lost (%s)", self.url.redacted, reason)
+        self._on_lost(old, f"connection lost ({reason})")
+        if self.settings.connection.reconnect:
+            self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        backoff = Backoff(self.settings.connection.reconnect_max_delay)
+        while not self._closing:
+            await asyncio.sleep(backoff.next_delay())  # back-off between attempts, not a wait for state
+            try:
+                client = await self._connect_once()
+            except Exception as exc:
+                log.info("ackbridge-nats: reconnect to %s failed: %s", self.url.redacted, describe(exc))
+                continue
+            if self._closing:
+                await client.close()
+                return
+            self.client = client
+            try:
+                await self._on_up(client, self.generation)
+            except Exception as exc:
+                log.warning("ackbridge-nats: re-creating subscriptions failed: %s", describe(exc))
+            if self.up is not None:
+                self.up.set()
+            log.info("ackbridge-nats: %s: reconnected (generation %d)", self.url.redacted, self.generation)
+            return
+
+    async def wait_reconnected(self, timeout: float) -> None:
+        """Wait (at most *timeout*) for a reconnect under way to finish."""
+        task = self._reconnect_task
+        if self.up is None or self.live or task is None or task.done():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.up.wait(), timeout)
+
+    def require(self, doing: str) -> Client:
+        client = self.client
+        if client is None or not client.is_connected:
+            raise ConnectionLostError(f"{doing}: not connected to {self.url.redacted}")
+        return client
+
+
+def seconds_ns(seconds: float) -> int:
+    return math.ceil(seconds * 1e9)

@@ -1,0 +1,174 @@
+"""One ackbridge subscription: pull requests on a durable consumer, with credit.
+
+The consumer asks the server for at most ``prefetch - unsettled - requested``
+messages at a time (``$JS.API.CONSUMER.MSG.NEXT``), so no more than
+``prefetch`` deliveries are ever in flight to one ackbridge consumer; the
+durable's ``max_ack_pending`` bounds it server-side as well. A pull request
+that expires (status 408) or is cut short (409) hands its unused credit back
+(``Nats-Pending-Messages``) and a new one is sent.
+
+The reply subjects of deliveries not yet settled are kept, so that a closed
+consumer or an ended generation can ``-NAK`` them: JetStream then redelivers
+them at once instead of after ``ack_wait``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+from collections.abc import Callable
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from ackbridge.messages import InboundMessage
+from ackbridge_nats import codec
+from ackbridge_nats.link import describe, seconds_ns
+
+log = logging.getLogger("ackbridge.nats")
+
+NAK = b"-NAK"
+
+
+class PullSubscription:
+    """State of one subscription; every method runs on the loop."""
+
+    def __init__(self, name: str, source: str, stream: str, durable: str, prefetch: int, expires: float,
+                 deliver: Callable[[str, InboundMessage], None]) -> None:
+        self.name = name
+        self.source = source
+        self.stream = stream
+        self.durable = durable
+        self.prefetch = prefetch
+        self.expires_ns = seconds_ns(expires)
+        self._deliver = deliver
+        self.client: Client | None = None
+        self.generation = 0
+        self.inbox = ""
+        self.sub: Subscription | None = None
+        #: Reply subjects delivered on this generation and not settled yet.
+        self.outstanding: dict[str, None] = {}
+        #: Messages asked for by pull requests still open on the server.
+        self.requested = 0
+        self.closed = False
+        self.consumer_gone = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._requests_ended: asyncio.Event | None = None
+        self._next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
+
+    async def start(self, client: Client, generation: int) -> None:
+        """(Re)open on *client*: a fresh inbox, no credit in use, one pull request."""
+        self.client = client
+        self.generation = generation
+        self.outstanding = {}
+        self.requested = 0
+        self.inbox = client.new_inbox()
+        self.sub = await client.subscribe(self.inbox, cb=functools.partial(self._on_msg, self.inbox))
+        await self.top_up()
+
+    async def _on_msg(self, inbox: str, msg: Msg) -> None:
+        reply = msg.reply
+        if not reply:
+            self._on_status(msg)
+            return
+        if inbox != self.inbox:
+            return  # an earlier generation's inbox: released on reconnect
+        self.requested = max(0, self.requested - 1)
+        self.outstanding[reply] = None
+        if self.closed:
+            # Sent to a stopping subscription's open pull request: held, -NAKed once the request ends.
+            self._check_requests_ended()
+            return
+        self._deliver(self.name, codec.inbound(msg, self.generation, self.source))
+
+    def _check_requests_ended(self) -> None:
+        if self.requested == 0 and self._requests_ended is not None:
+            self._requests_ended.set()
+
+    def _on_status(self, msg: Msg) -> None:
+        headers = msg.headers or {}
+        status = headers.get("Status", "")
+        if status == "100":  # idle heartbeat
+            return
+        try:
+            unused = int(headers.get("Nats-Pending-Messages", "0"))
+        except ValueError:
+            unused = 0
+        self.requested = max(0, self.requested - unused) if unused else 0
+        if self.closed:
+            self._check_requests_ended()
+            return
+        description = headers.get("Description", "")
+        if status == "409" and "deleted" in description.lower():
+            self.consumer_gone = True
+            log.error("ackbridge-nats: consumer %s of stream %s was deleted: %r gets no more deliveries",
+                      self.durable, self.stream, self.source)
+            return
+        if status not in ("408", "404"):
+            log.debug("ackbridge-nats: pull request on %s ended: %s %s", self.source, status, description)
+        if self.client is not None and not self.closed:
+            task = asyncio.get_running_loop().create_task(self.top_up())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def top_up(self) -> None:
+        """Ask for more when at least half the credit (or all of it) is free."""
+        client = self.client
+        if client is None or self.closed or self.consumer_gone or not client.is_connected:
+            return
+        free = self.prefetch - len(self.outstanding) - self.requested
+        if free <= 0 or (self.requested and free < max(1, self.prefetch // 2)):
+            return
+        self.requested += free
+        request = json.dumps({"batch": free, "expires": self.expires_ns}).encode()
+        try:
+            await client.publish(self._next_subject, request, reply=self.inbox)
+        except Exception as exc:  # the link's closed callback ends the generation
+            self.requested -= free
+            log.debug("ackbridge-nats: pull request on %s not sent: %s", self.source, describe(exc))
+
+    def settled(self, reply: str) -> None:
+        self.outstanding.pop(reply, None)
+
+    async def release(self, client: Client, replies: list[str]) -> None:
+        """-NAK *replies* on *client*: redelivered at once instead of after ack_wait."""
+        for reply in replies:
+            try:
+                await client.publish(reply, NAK)
+            except Exception as exc:
+                log.debug("ackbridge-nats: could not release a delivery of %s: %s", self.source, describe(exc))
+                return
+
+    async def stop(self, *, wait: bool = True) -> list[str]:
+        """Stop receiving and release (-NAK) every unsettled delivery; return the
+        reply subjects it could not release (connection down) for the next one.
+
+        nats-server 2.9 keeps serving a pull request after its inbox is gone, and
+        a -NAKed message redelivered into such a request is lost until ack_wait
+        (reproduced with raw nats-py: docs/brokers/nats.md, quirks). So the inbox stays
+        subscribed until the open requests end (each expires after pull_expires):
+        what arrives meanwhile is held, then everything is -NAKed."""
+        self.closed = True
+        if wait and self.requested and self.client is not None and self.client.is_connected:
+            self._requests_ended = asyncio.Event()
+            try:
+                await asyncio.wait_for(self._requests_ended.wait(), self.expires_ns / 1e9 + 1)
+            except TimeoutError:
+                log.warning("ackbridge-nats: pull requests of %s did not end in time", self.source)
+        sub, self.sub = self.sub, None
+        client = self.client
+        left = list(self.outstanding)
+        self.outstanding.clear()
+        if client is None or not client.is_connected:
+            return left
+        if left:
+            await self.release(client, left)
+        if sub is not None:
+            try:
+                await sub.unsubscribe()
+            except Exception as exc:
+                log.debug("ackbridge-nats: unsubscribe of %s: %s", self.source, describe(exc))
+        return []

@@ -1,0 +1,82 @@
+"""Streams and durable consumers: what declare_queue creates and subscribe finds.
+
+A queue's stream keeps work-queue retention (an acked message is removed, as
+from a queue); its dead-letter stream keeps limits retention (kept until read
+and purged or aged out by the server's limits).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from nats.aio.client import Client
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import BadRequestError, NotFoundError
+
+from ackbridge.errors import BrokerError
+from ackbridge_nats.naming import check_subject, dead_letter_subject, stream_name
+from ackbridge_nats.options import NatsSettings
+
+#: JetStream's err_code for "stream name already in use with a different configuration".
+STREAM_NAME_IN_USE = 10058
+
+
+async def ensure_stream(client: Client, subject: str, settings: NatsSettings, *, work_queue: bool) -> str:
+    name = stream_name(subject)
+    config = StreamConfig(
+        name=name, subjects=[subject],
+        retention=RetentionPolicy.WORK_QUEUE if work_queue else RetentionPolicy.LIMITS,
+        storage=StorageType.MEMORY if settings.storage == "memory" else StorageType.FILE,
+        duplicate_window=settings.duplicate_window)
+    jsm = client.jsm()
+    try:
+        await jsm.add_stream(config)
+    except BadRequestError as exc:
+        if exc.err_code != STREAM_NAME_IN_USE:
+            raise
+        info = await jsm.stream_info(name)  # declared before with other settings: keep it if it stores *subject*
+        if subject not in (info.config.subjects or []):
+            raise BrokerError(f"stream {name} exists and does not store subject {subject!r}", exc.code) from None
+    return name
+
+
+async def declare(client: Client, queue: str, settings: NatsSettings, *, dead_letter: bool) -> None:
+    check_subject(queue, "queue")
+    if dead_letter:
+        dlq = check_subject(dead_letter_subject(settings.dead_letter_template, queue), "dead-letter subject")
+        await ensure_stream(client, dlq, settings, work_queue=False)
+    stream = await ensure_stream(client, queue, settings, work_queue=True)
+    await ensure_consumer(client, stream, queue, settings, max_ack_pending=None)
+
+
+async def find_stream(client: Client, subject: str) -> str:
+    """The stream storing *subject*: the one ackbridge names after it, else whichever does."""
+    jsm = client.jsm()
+    name = stream_name(subject)
+    with contextlib.suppress(NotFoundError):
+        info = await jsm.stream_info(name)
+        if subject in (info.config.subjects or []):
+            return name
+    try:
+        return await jsm.find_stream_name_by_subject(subject)
+    except NotFoundError:
+        raise BrokerError(f"no stream stores subject {subject!r}: declare_queue({subject!r}) first", 404) from None
+
+
+async def ensure_consumer(client: Client, stream: str, subject: str, settings: NatsSettings, *,
+                          max_ack_pending: int | None) -> None:
+    """Create the durable pull consumer, or update its settings (max_ack_pending from prefetch)."""
+    config = ConsumerConfig(
+        durable_name=settings.durable, ack_policy=AckPolicy.EXPLICIT, deliver_policy=DeliverPolicy.ALL,
+        ack_wait=settings.ack_wait, max_deliver=settings.max_deliver or -1, filter_subject=subject)
+    current = None
+    with contextlib.suppress(NotFoundError):
+        current = (await client.jsm().consumer_info(stream, settings.durable)).config
+    config.max_ack_pending = max_ack_pending if max_ack_pending is not None else (
+        current.max_ack_pending if current is not None else None)
+    if current is not None and all(getattr(current, f) == getattr(config, f) for f in _COMPARED):
+        return  # unchanged: an update would only make the server redo the consumer's state
+    await client.jsm().add_consumer(stream, config)
+
+
+_COMPARED = ("ack_policy", "ack_wait", "max_deliver", "filter_subject", "max_ack_pending")

@@ -1,0 +1,211 @@
+"""The sync transport's subscriptions and settlements.
+
+Each subscription has its own channel, so its delivery tags are its own and a
+``multiple`` ack never touches another subscription's deliveries. When the
+broker closes one subscription channel (e.g. consumer_timeout) every
+subscription channel is reopened on a new generation, so all live deliveries
+share one generation and the core's "generation ended" rule stays exact.
+
+Settlements are handed to the I/O thread without waiting (as publishes are);
+the race with a connection loss is decided there, where every op of a batch is
+checked before any is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import pika.exceptions as pe
+from pika.channel import Channel
+
+from ackbridge.errors import ConnectionLostError, StaleDeliveryError
+from ackbridge.generations import check_ops, stale_error
+from ackbridge.messages import WireSettle, WireVerb
+from ackbridge_rabbitmq import common
+from ackbridge_rabbitmq.errors import channel_error
+from ackbridge_rabbitmq.sync_io import Fut, emit
+
+if TYPE_CHECKING:
+    from ackbridge_rabbitmq.sync_transport import RabbitSyncTransport
+
+log = logging.getLogger("ackbridge.rabbitmq")
+
+
+class _Sub:
+    """One subscription: its own channel, so its delivery tags are its own."""
+
+    __slots__ = ("active", "channel", "generation", "name", "opening", "prefetch", "source")
+
+    def __init__(self, name: str, source: str, prefetch: int) -> None:
+        self.name = name
+        self.source = source
+        self.prefetch = prefetch
+        self.channel: Channel | None = None
+        self.generation = 0
+        self.active = False
+        self.opening: Fut[None] | None = None
+
+
+class Subscriptions:
+    """The subscriptions of one transport and the settlements on their channels."""
+
+    def __init__(self, transport: RabbitSyncTransport) -> None:
+        self.transport = transport
+        self._subs: dict[str, _Sub] = {}
+        self._settle_q: deque[Sequence[WireSettle]] = deque()
+        self._settle_wake_pending = False
+        self._quorum = common.option(transport.options, "queue_type") == "quorum"
+
+    # ---- any thread ----------------------------------------------------------------------
+    def subscribe(self, subscription: str, source: str, prefetch: int) -> None:
+        sub = _Sub(subscription, source, prefetch)
+
+        def start(fut: Fut[None]) -> None:
+            self.transport.require_conn(f"subscribe to {source!r}")
+            self._subs[subscription] = sub
+            self._open(sub, fut)
+
+        try:
+            self.transport.submit(start, f"subscribe to {source!r}")
+        except Exception:
+            self.transport.io.call_soon(lambda: self._subs.pop(subscription, None))
+            raise
+
+    def unsubscribe(self, subscription: str) -> None:
+        def stop(fut: Fut[None]) -> None:
+            sub = self._subs.pop(subscription, None)
+            ch = sub.channel if sub is not None else None
+            if sub is not None:
+                sub.channel = None
+            if ch is None or not ch.is_open:
+                fut.set_result(None)
+                return
+            ch.add_on_close_callback(lambda c, r: fut.done() or fut.set_result(None))
+            ch.close()  # cancels the consumer; unacked deliveries return to the queue
+
+        self.transport.submit(stop, f"unsubscribe {subscription!r}", timeout=10)
+
+    def settle(self, ops: Sequence[WireSettle]) -> None:
+        if not ops:
+            return
+        transport = self.transport
+        check_ops(ops, transport.generation)
+        if transport.io.on_io():
+            self._settle_on_io(ops)
+            return
+        if transport.state in ("closed", "new") or not transport.io.running:
+            raise ConnectionLostError(f"settle: {transport.url.redacted} is not open; nothing was sent")
+        # Handed over without waiting: the check above refuses every op of an ended
+        # generation the client knows of; one that loses the race to a loss not yet
+        # seen is dropped on the I/O thread, never applied, and its message is
+        # redelivered by the broker.
+        self._settle_q.append(ops)
+        if not self._settle_wake_pending:
+            self._settle_wake_pending = True
+            transport.io.call_soon(self._drain_settles)
+
+    # ---- I/O thread ------------------------------------------------------------------------
+    def reopen_all(self) -> None:
+        """After a (re)connect: open every subscription's channel again."""
+        for sub in list(self._subs.values()):
+            self._open(sub, None)
+
+    def connection_lost(self) -> None:
+        for sub in self._subs.values():
+            sub.channel = None
+
+    def _open(self, sub: _Sub, fut: Fut[None] | None) -> None:
+        conn = self.transport.conn
+        if conn is None or not conn.is_open:
+            return
+        gen = self.transport.generation
+        sub.active = False
+        sub.opening = fut
+
+        def on_open(ch: Channel) -> None:
+            if self._subs.get(sub.name) is not sub:
+                ch.close()
+                return
+            sub.channel = ch
+            sub.generation = gen
+            ch.add_on_close_callback(lambda c, reason: self._on_closed(sub, c, reason))
+            ch.basic_qos(prefetch_count=sub.prefetch, callback=lambda _f: consume(ch))
+
+        def consume(ch: Channel) -> None:
+            ch.basic_consume(sub.source, lambda c, m, p, b: self._on_message(sub, c, m, p, b),
+                             auto_ack=False, callback=lambda _f: started())
+
+        def started() -> None:
+            sub.active = True
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+
+        conn.channel(on_open_callback=on_open)
+
+    def _on_message(self, sub: _Sub, ch: Channel, method: Any, props: Any, body: bytes) -> None:
+        if sub.channel is not ch:
+            return  # a channel being replaced: closing it requeues this delivery
+        msg = common.inbound(tag=method.delivery_tag, generation=sub.generation, body=body, source=sub.source,
+                             props=props, routing_key=method.routing_key, redelivered=method.redelivered,
+                             quorum=self._quorum)
+        deliver = self.transport.events.deliver
+        emit(lambda: deliver(sub.name, msg))
+
+    def _on_closed(self, sub: _Sub, ch: Channel, reason: BaseException) -> None:
+        if sub.opening is not None and not sub.opening.done():
+            sub.opening.set_exception(channel_error(reason, f"subscribe to {sub.source!r}"))
+            self._subs.pop(sub.name, None)
+        if sub.channel is not ch:
+            return
+        sub.channel = None
+        if isinstance(reason, pe.ChannelClosedByBroker) and sub.active and self.transport.state == "open":
+            self._recycle(f"channel of subscription {sub.source!r} closed by the broker: "
+                          f"{reason.reply_code} {reason.reply_text}")
+
+    def _recycle(self, why: str) -> None:
+        """Reopen every subscription channel on a new generation (see module doc)."""
+        old = self.transport.next_generation()
+        for sub in self._subs.values():
+            ch, sub.channel = sub.channel, None
+            if ch is not None and ch.is_open:
+                ch.close()  # the broker requeues its unacked deliveries
+        ended = self.transport.events.generation_ended
+        emit(lambda: ended(old, why))
+        log.warning("ackbridge-rabbitmq: %s", why)
+        self.reopen_all()
+
+    def _drain_settles(self) -> None:
+        self._settle_wake_pending = False
+        queue = self._settle_q
+        while queue:
+            ops = queue.popleft()
+            try:
+                self._settle_on_io(ops)
+            except StaleDeliveryError as exc:
+                log.debug("ackbridge-rabbitmq: %s", exc)
+            except Exception:  # never let one batch stop the I/O loop
+                log.exception("ackbridge-rabbitmq: settlement failed; the broker will redeliver")
+
+    def _settle_on_io(self, ops: Sequence[WireSettle]) -> None:
+        # The race with a connection loss is decided here, on the I/O thread:
+        # check every op first, then send, so nothing stale reaches the wire.
+        now = self.transport.generation
+        check_ops(ops, now)
+        channels: list[Channel] = []
+        for op in ops:
+            sub = self._subs.get(op.subscription)
+            ch = sub.channel if sub is not None else None
+            if sub is None or ch is None or not ch.is_open or sub.generation != op.generation:
+                raise stale_error(f"delivery tag {op.wire_tag} (its channel is gone)", op.generation)
+            channels.append(ch)
+        for op, ch in zip(ops, channels, strict=True):
+            tag = int(op.wire_tag)  # type: ignore[call-overload]
+            if op.verb is WireVerb.ACK:
+                ch.basic_ack(tag, multiple=op.multiple)
+            elif op.verb is WireVerb.REQUEUE:
+                ch.basic_nack(tag, multiple=op.multiple, requeue=True)
+            else:
+                ch.basic_reject(tag, requeue=False)

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The fast tier (no broker server, no Spark) against the lowest supported versions of the
+# runtime dependencies (constraints-lowest.txt), in its own venv (.venv-lowest).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+combined=$(mktemp --suffix=.txt)
+trap 'rm -f "$combined"' EXIT
+names=$(grep -Ev '^\s*(#|$)' constraints-lowest.txt | cut -d= -f1 | tr 'A-Z_' 'a-z-')
+{
+    grep -Ev '^\s*(#|$)' constraints-lowest.txt
+    while IFS= read -r line; do
+        name=$(cut -d= -f1 <<<"$line" | tr 'A-Z_' 'a-z-')
+        grep -qxF "$name" <<<"$names" || echo "$line"
+    done < <(grep -Ev '^\s*(#|$)' constraints.txt)
+} >"$combined"
+VENV=.venv-lowest CONSTRAINTS="$combined" EXTRAS=test SKIP_SPARK=1 bash scripts/setup.sh
+echo "[lowest] installed: $(.venv-lowest/bin/python -m pip list --format=freeze 2>/dev/null \
+    | grep -iE '^(pluggy|typer|rich|pika|paho-mqtt|python-qpid-proton)==' | tr '\n' ' ')"
+set +e
+.venv-lowest/bin/pytest -q -p no:cacheprovider -m "not rabbitmq and not mqtt and not amqp10 and not nats and not spark and not slow" \
+    tests/core tests/local "$@"
+status=$?
+set -e
+[ "$status" -eq 5 ] && { echo "[lowest] no tests collected" >&2; exit 1; }
+exit "$status"

@@ -1,0 +1,150 @@
+"""Issue 15 items 1-3: retransmission, duplicate detection and loss detection on the real brokers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+import ackbridge
+from ackbridge.errors import DataLossError
+from ackbridge.guaranteed import PRODUCER_HEADER, SEQUENCE_HEADER, GapDetector
+from ackbridge.messages import ConfirmStatus, InboundMessage
+from ackbridge.testing.faults import faults
+from tests.mqtt.harness import delete_session
+
+BROKERS = [
+    pytest.param("amqp://guest:guest@127.0.0.1:5672/", {}, id="rabbitmq", marks=pytest.mark.rabbitmq),
+    pytest.param("mqtt://127.0.0.1:1883", {"protocol": "5"}, id="mqtt-5", marks=pytest.mark.mqtt),
+]
+
+
+def _drain(consumer: Any, quiet: float = 2.0) -> list[bytes]:
+    got = []
+    while (delivery := consumer.get(timeout=quiet)) is not None:
+        got.append(delivery.body)
+        delivery.ack()
+    return got
+
+
+@pytest.mark.parametrize(("url", "options"), BROKERS)
+def test_unknowns_from_a_cut_are_retransmitted_and_resolve_once(url: str, options: dict[str, Any]) -> None:
+    queue = f"abtest-rt-{uuid.uuid4().hex[:8]}"
+    with ackbridge.connect(url, **options) as conn:
+        conn.declare_queue(queue, dead_letter=False)
+        try:
+            consumer = conn.consume(queue, dedupe_window=1000)
+            publisher = conn.publisher(retransmit=True, confirm_timeout=2.0, max_attempts=10)
+            faults(conn).sever("test cut")
+            confirms = [publisher.publish(queue, str(i).encode()) for i in range(50)]
+            outcomes = [c.result(timeout=60) for c in confirms]
+            assert all(o.status is ConfirmStatus.CONFIRMED for o in outcomes), outcomes
+            assert max(o.attempts for o in outcomes) > 1 and publisher.retransmitted > 0
+            assert all(c.message_id for c in confirms), "an id is assigned when the caller gave none"
+            got = _drain(consumer)
+            assert sorted(got, key=int) == [str(i).encode() for i in range(50)]
+        finally:
+            conn.delete_queue(queue, dead_letter=False)
+
+
+@pytest.mark.parametrize(("url", "options"), BROKERS[:1])  # the MQTT transport offers no hold_publishes seam
+def test_duplicates_of_retransmitted_publishes_never_reach_the_application(url: str, options: dict[str, Any]) -> None:
+    """Originals held client-side past confirm_timeout: the copies go out, then the
+    originals too; the consumer acks the second of each and hands out one."""
+    queue = f"abtest-dup-{uuid.uuid4().hex[:8]}"
+    with ackbridge.connect(url, **options) as conn:
+        conn.declare_queue(queue, dead_letter=False)
+        try:
+            publisher = conn.publisher(retransmit=True, confirm_timeout=0.5, max_attempts=3)
+            with faults(conn).publishes_held():
+                confirms = [publisher.publish(queue, str(i).encode()) for i in range(20)]
+                time.sleep(1.5)  # the first attempts time out; the copies are held too
+            outcomes = [c.result(timeout=30) for c in confirms]
+            assert {o.status for o in outcomes} == {ConfirmStatus.CONFIRMED}, outcomes
+            consumer = conn.consume(queue, dedupe_window=100)
+            got = _drain(consumer)
+            assert sorted(got, key=int) == [str(i).encode() for i in range(20)], got
+            assert consumer.duplicates_dropped >= 1
+        finally:
+            conn.delete_queue(queue, dead_letter=False)
+
+
+def test_refused_is_never_retransmitted(tmp_path: Any) -> None:
+    with ackbridge.connect(f"local://{tmp_path}/r.db", max_message_bytes=10) as conn:
+        conn.declare_queue("q")
+        publisher = conn.publisher(retransmit=True)
+        outcome = publisher.publish("q", bytes(11)).result(timeout=10)
+        assert outcome.status is ConfirmStatus.REFUSED and outcome.attempts == 1
+        assert publisher.retransmitted == 0
+
+
+def test_async_face_retransmits_too() -> None:
+    async def run() -> None:
+        queue = f"abtest-art-{uuid.uuid4().hex[:8]}"
+        conn = await ackbridge.connect_async("amqp://guest:guest@127.0.0.1:5672/")
+        try:
+            await conn.declare_queue(queue, dead_letter=False)
+            publisher = conn.publisher(retransmit=True, confirm_timeout=2.0, max_attempts=10)
+            faults(conn).sever("test cut")
+            confirms = [await publisher.publish(queue, str(i).encode()) for i in range(20)]
+            outcomes = [await c for c in confirms]
+            assert {o.status for o in outcomes} == {ConfirmStatus.CONFIRMED}, outcomes
+            assert publisher.retransmitted > 0
+            await conn.delete_queue(queue, dead_letter=False)
+        finally:
+            await conn.close()
+
+    pytest.importorskip("pika")
+    asyncio.run(run())
+
+
+# ---- loss detection ----------------------------------------------------------------------
+def _stamped(producer: str, number: int) -> InboundMessage:
+    return InboundMessage(number, 1, b"", "q", headers={PRODUCER_HEADER: producer, SEQUENCE_HEADER: number})
+
+
+def test_gap_detector_reports_count_and_numbers_once() -> None:
+    seen: list[tuple[str, tuple[int, ...]]] = []
+    detector = GapDetector(lambda p, missing: seen.append((p, missing)), "q")
+    for n in (1, 2, 5, 3, 5, 6, 9):
+        detector.check(_stamped("p", n))
+    assert seen == [("p", (3, 4)), ("p", (7, 8))] and detector.gaps == 4
+    raising = GapDetector("raise", "q")
+    raising.check(_stamped("p", 1))
+    with pytest.raises(DataLossError) as info:
+        raising.check(_stamped("p", 3))
+    assert info.value.missing == (2,)
+
+
+@pytest.mark.mqtt
+@pytest.mark.slow
+def test_3000_to_an_offline_mqtt_session_the_gap_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    """Default Mosquitto limits queue 1000 for an offline session and drop the rest
+    (PUBACKed all the same). The subscribe warns first; the consumer reports the gap."""
+    topic = f"abtest/gap/{uuid.uuid4().hex[:10]}"
+    url = "mqtt://127.0.0.1:1883"
+    with caplog.at_level("WARNING"), ackbridge.connect(url, protocol="5") as conn:
+        consumer = conn.consume(topic)  # creates the persistent session
+        assert any("max_queued_messages" in r.getMessage() for r in caplog.records), "subscribe-time warning"
+        consumer.close()
+    try:
+        with ackbridge.connect(url, protocol="5") as conn:
+            publisher = conn.publisher(sequence=True, producer_id="gap-producer")
+            confirms = [publisher.publish(topic, str(i).encode()) for i in range(1, 3001)]
+            assert all(c.result(timeout=60).confirmed for c in confirms), "the broker confirmed every one"
+            seen: list[tuple[str, tuple[int, ...]]] = []
+            consumer = conn.consume(topic, on_gap=lambda p, m: seen.append((p, m)))
+            got = _drain(consumer, quiet=2.0)
+            assert len(got) < 3000
+            publisher.publish(topic, b"after").result(timeout=10)  # the next number reveals the gap
+            got += _drain(consumer, quiet=2.0)
+            assert consumer.gaps == 3000 - (len(got) - 1), (consumer.gaps, len(got))
+            assert seen and seen[0][0] == "gap-producer" and len(seen[0][1]) == consumer.gaps
+            consumer.close()
+    finally:
+        from ackbridge_mqtt.sessions import derived_session_id
+
+        delete_session(derived_session_id(topic))

@@ -17,10 +17,11 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import nats.errors
 from nats.aio.client import Client
 
 from ackbridge.backoff import Backoff
-from ackbridge.errors import AckbridgeError, ConnectionLostError
+from ackbridge.errors import AckbridgeError, AuthenticationError, BrokerUnreachableError, ConnectionLostError
 from ackbridge.urls import BrokerURL
 from ackbridge_nats.options import NatsSettings
 from ackbridge_nats.tls import describe_tls_error
@@ -36,6 +37,26 @@ def describe(exc: BaseException | None) -> str:
         return "closed"
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+#: What nats-server answers (-ERR) to a CONNECT whose user, password, token or nkey it refuses.
+_REFUSED_CREDENTIALS = ("authorization violation", "authentication", "user authentication expired")
+
+
+def connect_error(exc: BaseException, url: BrokerURL, seen: list[BaseException]) -> AckbridgeError:
+    """A failed first connect as the error tree says: refused credentials are an
+    AuthenticationError (never recoverable: retrying a wrong password cannot help),
+    nothing listening a BrokerUnreachableError; *seen* holds what nats-py reported
+    to its error callback meanwhile (a refused TCP connect only shows there)."""
+    for found in (exc, *seen):
+        if isinstance(found, nats.errors.AuthorizationError) or any(
+                text in str(found).lower() for text in _REFUSED_CREDENTIALS):
+            return AuthenticationError(f"{url.redacted}: nats-server refused the credentials "
+                                       "(Authorization Violation): check user/password, token or nkey")
+    for found in (exc, *seen):
+        if isinstance(found, ConnectionRefusedError):
+            return BrokerUnreachableError(f"cannot connect to {url.redacted}: connection refused")
+    return ConnectionLostError(f"cannot connect to {url.redacted} ({describe(exc)})")
 
 
 class Link:
@@ -74,7 +95,10 @@ class Link:
         async def closed() -> None:
             self._closed(holder[0])
 
+        seen: list[BaseException] = []
+
         async def error(exc: Exception) -> None:
+            seen.append(exc)
             log.debug("%s: nats-py reported %s", self.url.redacted, describe(exc))
 
         options: dict[str, Any] = dict(
@@ -92,7 +116,7 @@ class Link:
             tls_error = describe_tls_error(exc, self.url)
             if tls_error is not None:
                 raise tls_error from None
-            raise ConnectionLostError(f"cannot connect to {self.url.redacted} ({describe(exc)})") from None
+            raise connect_error(exc, self.url, seen) from None
         return client
 
     async def open(self) -> None:

@@ -6,6 +6,12 @@ stay in the option named ``url``: Spark redacts values of keys matching
 and the UI. ``username``/``password`` may be given as separate options
 (Spark redacts ``password`` keys too). Nothing here ever formats an option
 value into a message.
+
+Every option is checked when the connector is handed its map -- at
+``load()`` for the source (``schema()``), at ``save()``/``start()`` for the
+sink -- so a typo fails before the query starts: unknown names get a "did you
+mean" over the connector's options and the broker plugin's
+(:mod:`ackbridge_spark.validation`).
 """
 
 from __future__ import annotations
@@ -18,17 +24,18 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from ackbridge.errors import InvalidOptionError
 from ackbridge.files import PRIVATE_FILE, parse_mode
 
-#: Options the connector itself consumes (lower case: Spark's map is case-insensitive).
-_OWN = {
-    "url", "queue", "topic", "address", "username", "password", "prefetch", "maxrecordsperbatch",
-    "writeaheadpath", "writeaheadfilemode", "settleonplan", "availablenowidlems", "dedupereplayed",
-    "testseverafterbatches",
-    "testseverafterrows", "testfailafterrows",
-    "path", "confirmtimeout", "window", "messageidprefix",
-}
+#: The connector's own options, as documented (Spark's map is case-insensitive: matched lower case).
+OWN_OPTIONS = (
+    "url", "queue", "topic", "address", "subscribe", "username", "password", "prefetch", "maxRecordsPerBatch",
+    "writeAheadPath", "writeAheadFileMode", "settleOnPlan", "availableNowIdleMs", "dedupeReplayed",
+    "failOnDataLoss", "testSeverAfterBatches", "testSeverAfterRows", "testFailAfterRows",
+    "confirmTimeout", "window", "messageIdPrefix",
+)
+_OWN = {name.lower() for name in OWN_OPTIONS}
 #: Options Spark itself puts into a writer's/reader's map: never broker options.
-_SPARK = {"checkpointlocation", "queryname", "outputmode", "path", "trigger", "mergeschema"}
-_DESTINATION_KEYS = ("queue", "topic", "address")
+SPARK_OPTIONS = ("checkpointLocation", "queryName", "outputMode", "path", "trigger", "mergeSchema")
+_SPARK = {name.lower() for name in SPARK_OPTIONS}
+_DESTINATION_KEYS = ("queue", "topic", "address", "subscribe")
 MAX_DEFAULT_PREFETCH = 65535
 
 
@@ -41,11 +48,11 @@ def _int(options: Mapping[str, str], key: str, default: int, *, minimum: int = 1
     if raw is None or raw == "":
         return default
     try:
-        value = int(str(raw))
+        value = int(str(raw).strip())
     except ValueError:
-        raise InvalidOptionError(f"ackbridge option {key!r} must be an integer") from None
+        raise InvalidOptionError(f"ackbridge option {_shown(key)!r} must be an integer") from None
     if value < minimum:
-        raise InvalidOptionError(f"ackbridge option {key!r} must be >= {minimum}")
+        raise InvalidOptionError(f"ackbridge option {_shown(key)!r} must be >= {minimum}")
     return value
 
 
@@ -58,7 +65,12 @@ def _bool(options: Mapping[str, str], key: str, default: bool) -> bool:
         return True
     if low in {"0", "false", "no", "off"}:
         return False
-    raise InvalidOptionError(f"ackbridge option {key!r} must be true or false")
+    raise InvalidOptionError(f"ackbridge option {_shown(key)!r} must be true or false")
+
+
+def _shown(key: str) -> str:
+    """The documented spelling of option *key* (given lower case)."""
+    return next((name for name in (*OWN_OPTIONS, *SPARK_OPTIONS) if name.lower() == key), key)
 
 
 def _with_credentials(url: str, username: str | None, password: str | None) -> str:
@@ -71,12 +83,25 @@ def _with_credentials(url: str, username: str | None, password: str | None) -> s
     return urlunsplit((parts.scheme, f"{auth}@{host}", parts.path, parts.query, parts.fragment))
 
 
+def split_sources(text: str) -> tuple[str, ...]:
+    """``"a, b,c"`` -> ``("a", "b", "c")``: a comma-separated list of queues, topic
+    filters or addresses (Kafka's ``subscribe`` is spelled so too)."""
+    names = tuple(part.strip() for part in text.split(","))
+    if not all(names):
+        raise InvalidOptionError("an empty name in the ackbridge source list (queue/topic/address/subscribe)")
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise InvalidOptionError(f"the ackbridge source list names {dupes[0]!r} twice")
+    return names
+
+
 @dataclass(frozen=True)
 class ConnectorOptions:
     """Parsed options. ``url`` holds the secret: never put it in a message or log."""
 
     url: str = field(repr=False)
-    destination: str
+    #: Where the source reads from (each row's ``source`` column names one); the sink publishes to the first.
+    sources: tuple[str, ...]
     prefetch: int
     max_records_per_batch: int
     write_ahead_path: str | None
@@ -93,11 +118,17 @@ class ConnectorOptions:
     #: connection / raise after this many rows were published (0 = off).
     test_sever_after_rows: int = 0
     test_fail_after_rows: int = 0
+    #: A gap reported by loss detection (``ackbridge-seq`` numbers) fails the query.
+    fail_on_data_loss: bool = False
     #: Everything else, passed to ``ackbridge.connect`` (plugin options such as ``lease_timeout``).
     passthrough: Mapping[str, str] = field(repr=False, default_factory=dict)
 
     def __repr__(self) -> str:
-        return f"ConnectorOptions(destination={self.destination!r}, max_records_per_batch={self.max_records_per_batch})"
+        return f"ConnectorOptions(sources={self.sources!r}, max_records_per_batch={self.max_records_per_batch})"
+
+    @property
+    def destination(self) -> str:
+        return self.sources[0]
 
     def connect_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = dict(self.passthrough)
@@ -122,29 +153,42 @@ def _file_mode(text: str | None) -> int:
     return mode
 
 
-def parse(options: Mapping[str, str]) -> ConnectorOptions:
+def _confirm_timeout(raw: str | None) -> float | None:
+    if raw is None or str(raw).strip() == "":
+        return None
+    try:
+        value = float(str(raw))
+    except ValueError:
+        raise InvalidOptionError("ackbridge option 'confirmTimeout' must be a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise InvalidOptionError("ackbridge option 'confirmTimeout' must be a number of seconds > 0")
+    return value
+
+
+def parse(options: Mapping[str, str], *, check_plugin: bool = True) -> ConnectorOptions:
+    """Parse and check *options*; with *check_plugin*, also the broker plugin's
+    options (names with "did you mean", types and values) against the URL's scheme."""
     opts = _lower(options)
     url = opts.get("url")
     if not url:
         raise InvalidOptionError("the ackbridge data source needs option 'url' (e.g. local:///tmp/ackbridge.db)")
-    destination = next((opts[k] for k in _DESTINATION_KEYS if opts.get(k)), None)
-    if destination is None:
-        raise InvalidOptionError("the ackbridge data source needs option 'queue' (or 'topic' / 'address')")
+    given = [k for k in _DESTINATION_KEYS if opts.get(k)]
+    if not given:
+        raise InvalidOptionError("the ackbridge data source needs option 'queue' (or 'topic' / 'address' / "
+                                 "'subscribe'), a name or a comma-separated list")
+    if len(given) > 1:
+        raise InvalidOptionError(f"give one of the ackbridge options {', '.join(map(repr, given))}, not several")
+    sources = split_sources(opts[given[0]])
     url = _with_credentials(url, opts.get("username"), opts.get("password"))
     max_rows = _int(opts, "maxrecordsperbatch", 1000)
     # Twice the batch keeps the next batch arriving while one is in Spark; capped at
     # 65535, the largest prefetch AMQP 0-9-1 (a 16-bit basic.qos) and MQTT (receive
     # maximum) can carry, so a large maxRecordsPerBatch alone never asks for more.
     prefetch = _int(opts, "prefetch", min(MAX_DEFAULT_PREFETCH, max(100, 2 * max_rows)))
-    confirm_raw = opts.get("confirmtimeout")
-    try:
-        confirm_timeout = float(confirm_raw) if confirm_raw else None
-    except ValueError:
-        raise InvalidOptionError("ackbridge option 'confirmTimeout' must be a number of seconds") from None
     passthrough = {k: v for k, v in opts.items() if k not in _OWN and k not in _SPARK}
-    return ConnectorOptions(
+    parsed = ConnectorOptions(
         url=url,
-        destination=destination,
+        sources=sources,
         prefetch=prefetch,
         max_records_per_batch=max_rows,
         write_ahead_path=opts.get("writeaheadpath") or None,
@@ -152,11 +196,17 @@ def parse(options: Mapping[str, str]) -> ConnectorOptions:
         settle_on_plan=_bool(opts, "settleonplan", True),
         available_now_idle_ms=_int(opts, "availablenowidlems", 1000, minimum=0),
         dedupe_replayed=_bool(opts, "dedupereplayed", True),
-        confirm_timeout=confirm_timeout,
+        confirm_timeout=_confirm_timeout(opts.get("confirmtimeout")),
         window=_int(opts, "window", 1000) if opts.get("window") else None,
         message_id_prefix=opts.get("messageidprefix") or None,
         test_sever_after_batches=_int(opts, "testseverafterbatches", 0, minimum=0),
         test_sever_after_rows=_int(opts, "testseverafterrows", 0, minimum=0),
         test_fail_after_rows=_int(opts, "testfailafterrows", 0, minimum=0),
+        fail_on_data_loss=_bool(opts, "failondataloss", False),
         passthrough=passthrough,
     )
+    if check_plugin:
+        from ackbridge_spark.validation import check_broker_options
+
+        check_broker_options(parsed)
+    return parsed

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ACKBRIDGE = str(Path(sys.executable).with_name("ackbridge"))
 
 
@@ -89,6 +91,7 @@ def test_builtin_roundtrip_demo_deletes_its_queue(tmp_path: Path) -> None:
         assert store._read("SELECT name FROM queues", (), "test") == []
 
 
+@pytest.mark.spark  # with the Spark connector installed, `demo` is its Spark job (it has --workdir)
 def test_demo_at_80_columns_prints_full_headers(tmp_path: Path) -> None:
     result = run("demo", "-n", "200", "--workdir", str(tmp_path / "w"), cwd=tmp_path, columns=80)
     assert result.returncode == 0, result.stdout + result.stderr

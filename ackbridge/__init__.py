@@ -5,7 +5,7 @@ the plugin. See ``docs/`` for the settlement model.
 """
 
 from ackbridge.aclient import AsyncConfirm, AsyncConnection, AsyncConsumer, AsyncDelivery, AsyncPublisher
-from ackbridge.capabilities import Capabilities, Level, Support, Topology, Verb
+from ackbridge.capabilities import Capabilities, ConfirmDurability, Durability, Level, Support, Topology, Verb
 from ackbridge.client import Confirm, Connection, Consumer, Delivery, Publisher
 from ackbridge.connect import connect, connect_async
 from ackbridge.errors import (
@@ -49,6 +49,7 @@ __all__ = [
     "Capabilities",
     "ConfigurationError",
     "Confirm",
+    "ConfirmDurability",
     "ConfirmOutcome",
     "ConfirmStatus",
     "Connection",
@@ -56,6 +57,7 @@ __all__ = [
     "Consumer",
     "DataLossError",
     "Delivery",
+    "Durability",
     "InvalidLabelError",
     "InvalidOptionError",
     "InvalidURLError",

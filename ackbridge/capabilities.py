@@ -79,6 +79,35 @@ def unsupported(why: str) -> Support:
     return Support(Level.UNSUPPORTED, why)
 
 
+class Durability(enum.StrEnum):
+    """Where a message is when the broker confirms it: what survives which failure."""
+
+    #: Written and fsynced before the confirm: survives a broker kill and a power loss.
+    ON_DISK = "on disk"
+    #: Written (and synced) on a majority of replicas before the confirm: survives losing a minority of nodes.
+    REPLICATED = "replicated"
+    #: Written to the operating system before the confirm, fsynced later: survives a broker kill, not a power loss.
+    WRITTEN = "written, synced later"
+    #: Held in the broker's memory and saved later: a broker kill before the next save loses it.
+    UNTIL_NEXT_SAVE = "in memory until the next save"
+    #: Held in memory only: gone with the broker process.
+    IN_MEMORY = "in memory"
+    #: The protocol does not say and the plugin cannot tell (a generic peer).
+    NOT_TOLD = "not told"
+
+
+@dataclass(frozen=True)
+class ConfirmDurability:
+    """What "confirmed" means on one broker: its :class:`Durability` level and how
+    (the settings that make a confirm durable, and what weakens it)."""
+
+    level: Durability
+    how: str = ""
+
+
+NOT_DECLARED = ConfirmDurability(Durability.NOT_TOLD, "the plugin does not declare it")
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """The verb table of one broker adapter.
@@ -89,6 +118,9 @@ class Capabilities:
     limit); the core refuses a larger one before anything is sent.
     ``topology`` declares the :class:`Topology` verbs (declare, delete, purge,
     inspect a queue); a verb not listed there is unsupported.
+    ``confirm_durability`` says what a confirmed publish has survived on this
+    broker (on disk, replicated, in memory until the next save...); a plugin
+    written before it existed declares nothing and shows "not told".
     """
 
     broker: str
@@ -97,6 +129,7 @@ class Capabilities:
     notes: tuple[str, ...] = field(default_factory=tuple)
     max_prefetch: int | None = None
     topology: Mapping[Topology, Support] = field(default_factory=dict)
+    confirm_durability: ConfirmDurability = NOT_DECLARED
 
     def __post_init__(self) -> None:
         missing = [v.value for v in Verb if v not in self.verbs]
@@ -138,6 +171,10 @@ class Capabilities:
         for verb in Verb:
             found = self.verbs[verb]
             yield verb.value, found.level.value, found.how
+
+    def durability_row(self) -> tuple[str, str, str]:
+        """("confirmed means", level, how): the row the capability table shows for it."""
+        return "confirmed means", self.confirm_durability.level.value, self.confirm_durability.how
 
     def topology_rows(self) -> Iterator[tuple[str, str, str]]:
         """(verb, level, how) for every topology verb."""

@@ -75,7 +75,9 @@ def plugins(as_json: JsonOpt = False) -> None:
                           "tables": [{"broker": caps.broker, "notes": list(caps.notes),
                                       "verbs": {v: {"support": lvl, "how": how} for v, lvl, how in caps.rows()},
                                       "topology": {v: {"support": lvl, "how": how}
-                                                   for v, lvl, how in caps.topology_rows()}}
+                                                   for v, lvl, how in caps.topology_rows()},
+                                      "confirm_durability": {"level": caps.confirm_durability.level.value,
+                                                             "how": caps.confirm_durability.how}}
                                      for caps in (spec.capabilities, *spec.variants)]}
                          for spec in reg.specs()],
         })
@@ -96,6 +98,7 @@ def plugins(as_json: JsonOpt = False) -> None:
             for verb, level, how in (*caps.rows(), *caps.topology_rows()):
                 colour = {"native": "green", "emulated": "yellow", "unsupported": "red"}[level]
                 verbs.add_row(verb, f"[{colour}]{level}[/{colour}]", how)
+            verbs.add_row(*caps.durability_row())  # what a confirm has survived on this broker
             console.print(verbs)
             for note in caps.notes:
                 console.print(f"  note: {note}")

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ackbridge.capabilities import Capabilities, Verb, emulated, native, unsupported
+from ackbridge.capabilities import Capabilities, ConfirmDurability, Durability, Verb, emulated, native, unsupported
 from ackbridge.generations import check_ops
 from ackbridge.hookspecs import hookimpl
 from ackbridge.messages import CONFIRMED, InboundMessage, OutboundMessage, WireSettle, WireVerb
@@ -38,6 +38,7 @@ CAPABILITIES = Capabilities(
         Verb.DELIVERY_COUNT: unsupported("not tracked"),
         Verb.LABELLED_ACKS: unsupported("no reply addresses"),
     },
+    confirm_durability=ConfirmDurability(Durability.IN_MEMORY, "the queues live in the process: gone with it"),
 )
 
 

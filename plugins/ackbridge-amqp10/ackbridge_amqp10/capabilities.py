@@ -8,7 +8,16 @@ there. ``peer=generic`` declares what the AMQP 1.0 protocol itself gives.
 
 from __future__ import annotations
 
-from ackbridge.capabilities import Capabilities, Topology, Verb, emulated, native, unsupported
+from ackbridge.capabilities import (
+    Capabilities,
+    ConfirmDurability,
+    Durability,
+    Topology,
+    Verb,
+    emulated,
+    native,
+    unsupported,
+)
 
 _COMMON = {
     Verb.ACK: native("accepted outcome"),
@@ -32,6 +41,19 @@ TOPOLOGY = {
     Topology.INSPECT_QUEUE: unsupported(_NO_MANAGEMENT),
 }
 
+#: RabbitMQ 3.10's AMQP 1.0 plugin publishes an unsettled transfer through a confirm-mode channel
+#: and sends 'accepted' on the confirm: the same write as a 0-9-1 confirm.
+RABBITMQ_DURABILITY = ConfirmDurability(
+    Durability.ON_DISK,
+    "'accepted' comes with RabbitMQ's publisher confirm: a durable message (persistent=True, the default) "
+    "to a durable queue (/amq/queue/NAME of a queue declared durable) is written and fsynced first; "
+    "/queue/NAME declares a NON-durable queue in 3.10 and persistent=False is in memory only "
+    "(gone with a broker restart); quorum queues: replicated on a majority")
+GENERIC_DURABILITY = ConfirmDurability(
+    Durability.NOT_TOLD,
+    "AMQP 1.0 says only that the peer accepted the message; what it wrote first is the broker's own "
+    "(see its documentation)")
+
 
 RABBITMQ = Capabilities(
     broker="amqp10",
@@ -50,6 +72,7 @@ RABBITMQ = Capabilities(
         "no queue management in AMQP 1.0: declare_queue(dead_letter=True) is unsupported",
     ),
     topology=TOPOLOGY,
+    confirm_durability=RABBITMQ_DURABILITY,
 )
 
 GENERIC = Capabilities(
@@ -66,6 +89,7 @@ GENERIC = Capabilities(
         "no queue management in AMQP 1.0: declare_queue(dead_letter=True) is unsupported",
     ),
     topology=TOPOLOGY,
+    confirm_durability=GENERIC_DURABILITY,
 )
 
 

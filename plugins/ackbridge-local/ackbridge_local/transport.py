@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ackbridge.capabilities import Capabilities, Topology, Verb, emulated, native
+from ackbridge.capabilities import Capabilities, ConfirmDurability, Durability, Topology, Verb, emulated, native
 from ackbridge.errors import AckbridgeError, BrokerError, ConnectionLostError, InvalidURLError
 from ackbridge.files import parse_mode
 from ackbridge.generations import check_ops, lease_lost
@@ -47,6 +47,10 @@ CAPABILITIES = Capabilities(
         Verb.LABELLED_ACKS: native("replies go to a per-connection inbox queue"),
     },
     notes=("local default for one machine; not a production broker",),
+    confirm_durability=ConfirmDurability(
+        Durability.ON_DISK,
+        "confirmed after the SQLite transaction (WAL) commits and is fsynced (group commit); with fsync=false "
+        "it is written to the operating system only: survives a process kill, not a power loss"),
     topology={
         Topology.DECLARE_QUEUE: native("a row in the file's queues table (QUEUE.dlq beside it)"),
         Topology.DELETE_QUEUE: native("its rows (and QUEUE.dlq's) deleted in one transaction"),

@@ -8,7 +8,16 @@ order even when the application settles out of order.
 
 from __future__ import annotations
 
-from ackbridge.capabilities import Capabilities, Topology, Verb, emulated, native, unsupported
+from ackbridge.capabilities import (
+    Capabilities,
+    ConfirmDurability,
+    Durability,
+    Topology,
+    Verb,
+    emulated,
+    native,
+    unsupported,
+)
 
 #: The largest Receive Maximum an MQTT 5 CONNECT carries (a 16-bit property): the
 #: most unacked messages a v5 consumer can ask for, so the largest prefetch.
@@ -22,6 +31,15 @@ _COMMON_NOTES = (
     "requeued copies are new messages at the tail of the topic; every subscriber of the topic sees them "
     "unless retry_topic is set",
 )
+
+#: Mosquitto 2.0 answers PUBACK once the message is in its memory and saves its store later.
+DURABILITY = ConfirmDurability(
+    Durability.UNTIL_NEXT_SAVE,
+    "Mosquitto PUBACKs a message held in memory; it survives a broker kill or restart only once saved: "
+    "`persistence true` + `persistence_location`, saved every `autosave_interval` seconds (default 1800) or, "
+    "with `autosave_on_changes true`, after every `autosave_interval` changes (set 1 for the shortest window, "
+    "still after the PUBACK); `persistence false` (Mosquitto's built-in default; Debian's config turns it "
+    "on) never saves. A session over `max_queued_messages` (1000) has the message PUBACKed and dropped")
 
 TOPOLOGY = {
     Topology.DECLARE_QUEUE: emulated(
@@ -58,6 +76,7 @@ CAPABILITIES_V5 = Capabilities(
     notes=_COMMON_NOTES,
     max_prefetch=MAX_RECEIVE_MAXIMUM,
     topology=TOPOLOGY,
+    confirm_durability=DURABILITY,
 )
 
 CAPABILITIES_V311 = Capabilities(
@@ -84,4 +103,5 @@ CAPABILITIES_V311 = Capabilities(
     ordered_acks=True,
     notes=(*_COMMON_NOTES, "MQTT 3.1.1 messages carry the body only: headers and message ids are dropped"),
     topology=TOPOLOGY,
+    confirm_durability=DURABILITY,
 )

@@ -7,10 +7,18 @@ only *stops* redelivering a terminated message, it stores it nowhere else).
 
 from __future__ import annotations
 
-from ackbridge.capabilities import Capabilities, Verb, emulated, native
+from ackbridge.capabilities import Capabilities, ConfirmDurability, Durability, Verb, emulated, native
 
 #: max_ack_pending is a signed 32-bit field in nats-server's consumer config.
 MAX_ACK_PENDING = 2**31 - 1
+
+#: JetStream PubAcks once the stream stored the message; the file store fsyncs on a timer.
+DURABILITY = ConfirmDurability(
+    Durability.WRITTEN,
+    "PubAck once the stream stored it: file storage has written it to its block file (survives a "
+    "nats-server kill) and fsyncs every `sync_interval` (default 2 min; `sync_interval: always` fsyncs "
+    "each write, on disk before the PubAck); a stream with replicas > 1 PubAcks once a quorum stored it "
+    "(replicated); memory storage: in memory only")
 
 CAPABILITIES = Capabilities(
     broker="nats-jetstream",
@@ -44,4 +52,5 @@ CAPABILITIES = Capabilities(
         "the core's generation rule refuses such settlements anyway",
     ),
     max_prefetch=MAX_ACK_PENDING,
+    confirm_durability=DURABILITY,
 )

@@ -13,7 +13,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ackbridge.capabilities import Capabilities, Topology, Verb, emulated, native, unsupported
+from ackbridge.capabilities import (
+    Capabilities,
+    ConfirmDurability,
+    Durability,
+    Topology,
+    Verb,
+    emulated,
+    native,
+    unsupported,
+)
 from ackbridge.errors import InvalidOptionError
 from ackbridge.messages import InboundMessage, OutboundMessage
 from ackbridge.options import CONNECTION_OPTIONS, OptionSpec, positive_int
@@ -40,6 +49,19 @@ TOPOLOGY = {
 #: inside its I/O loop, which would end the connection).
 MAX_PREFETCH = 65535
 
+_TRANSIENT = ("; persistent=False, or a queue declared elsewhere as non-durable, is confirmed in memory only "
+              "(gone with a broker restart)")
+#: What a confirm means on a classic queue: RabbitMQ confirms a persistent message routed to a
+#: durable queue once it is written and fsynced (fsyncs are batched; confirms wait for them).
+CLASSIC_DURABILITY = ConfirmDurability(
+    Durability.ON_DISK,
+    "persistent=True (the default: delivery_mode 2) to a durable queue (declare_queue makes them durable): "
+    "Basic.Ack once RabbitMQ has written and fsynced the message (batched fsync)" + _TRANSIENT)
+QUORUM_DURABILITY = ConfirmDurability(
+    Durability.REPLICATED,
+    "Basic.Ack once a majority of the quorum queue's members have written and fsynced it (a single-node "
+    "broker: that node's disk); survives losing a minority of nodes")
+
 CLASSIC = Capabilities(
     broker="rabbitmq",
     verbs={
@@ -50,6 +72,7 @@ CLASSIC = Capabilities(
     notes=("queue_type=classic",),
     max_prefetch=MAX_PREFETCH,
     topology=TOPOLOGY,
+    confirm_durability=CLASSIC_DURABILITY,
 )
 
 QUORUM = Capabilities(
@@ -58,6 +81,7 @@ QUORUM = Capabilities(
     notes=("queue_type=quorum",),
     max_prefetch=MAX_PREFETCH,
     topology=TOPOLOGY,
+    confirm_durability=QUORUM_DURABILITY,
 )
 
 QUEUE_TYPES = ("classic", "quorum")

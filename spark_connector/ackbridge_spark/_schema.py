@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -31,6 +31,7 @@ SCHEMA = StructType([
     StructField("delivery_count", IntegerType(), True),
     StructField("broker", StringType(), False),
     StructField("offset", LongType(), False),
+    StructField("source", StringType(), False),
 ])
 
 ARROW_SCHEMA = pa.schema([
@@ -46,6 +47,7 @@ ARROW_SCHEMA = pa.schema([
     pa.field("delivery_count", pa.int32()),
     pa.field("broker", pa.string(), False),
     pa.field("offset", pa.int64(), False),
+    pa.field("source", pa.string(), False),
 ])
 
 
@@ -80,20 +82,30 @@ def _headers_array(messages: Sequence[Any]) -> pa.Array:
                                    pa.array(values, pa.string()), type=_HEADERS_TYPE)
 
 
-def to_record_batch(rows: Sequence[tuple[int, Any]]) -> pa.RecordBatch:
+def to_record_batch(rows: Sequence[tuple[int, Any]], names: Mapping[str, str] | None = None, *,
+                    topic_from_routing_key: bool = False) -> pa.RecordBatch:
     """Build one record batch from ``(offset, delivery)`` pairs (deliveries duck-typed).
 
     Column by column from the received messages (a delivery's ``_message``, or
     the delivery itself when it has none): this runs on the driver, in the
     critical path of every micro-batch, and per-row Python work is its cost.
+    *names* maps a message's ``source`` to the source's name as configured (an
+    MQTT filter's placeholder topic to the filter); with *topic_from_routing_key*
+    (MQTT) the ``topic`` column is the topic the message was published to.
     """
     messages = [getattr(d, "_message", d) for _, d in rows]
-    routing_key = pa.array([m.routing_key for m in messages], pa.string())
+    keys = [m.routing_key for m in messages]
+    routing_key = pa.array(keys, pa.string())
     timestamps = [m.timestamp for m in messages]
+    sources = [m.source for m in messages]
+    topic = routing_key if topic_from_routing_key else pa.array(sources, pa.string())
+    if names and any(k != v for k, v in names.items()):
+        get = names.get
+        sources = [get(x, x) for x in sources]
     arrays = [
         pa.array([m.body for m in messages], pa.binary()),
         routing_key,  # key
-        pa.array([m.source for m in messages], pa.string()),
+        topic,
         routing_key,
         _headers_array(messages),
         pa.array([m.message_id for m in messages], pa.string()),
@@ -103,6 +115,7 @@ def to_record_batch(rows: Sequence[tuple[int, Any]]) -> pa.RecordBatch:
         pa.array([m.delivery_count for m in messages], pa.int32()),
         pa.array([d.broker for _, d in rows], pa.string()),
         pa.array([offset for offset, _ in rows], pa.int64()),
+        pa.array(sources, pa.string()),
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 

@@ -40,7 +40,7 @@ class AckbridgePartition(InputPartition):
 class CommittedSettlement:
     _opts: ConnectorOptions
     _conn: Any
-    _consumer: Any
+    _consumers: dict[str, Any]
     _pending: deque[Any]
     _numbered: dict[int, Any]
     _batch_ends: dict[int, int]
@@ -74,14 +74,25 @@ class CommittedSettlement:
         self._release_replayed(seq)
 
     def _settle_batch(self, items: list[Any]) -> None:
-        """Ack a committed batch through the core's batch settle: one cumulative ack
-        when that acks exactly the batch (the core checks), else one by one.
+        """Ack a committed batch through the core's batch settle, per source (one
+        consumer each): one cumulative ack when that acks exactly the batch (the
+        core checks), else one by one.
 
         Deliveries are numbered in receive order and every earlier batch is settled
         before a later one, so the batch is usually the consumer's undecided prefix;
         a replay that handed deliveries back, held redeliveries, or a batch spanning
         a connection generation make the core settle one by one instead."""
-        consumer = self._consumer
+        consumers = self._consumers
+        if len(consumers) == 1:
+            self._settle_on(next(iter(consumers.values())), items)
+            return
+        by_source: dict[str, list[Any]] = {}
+        for d in items:
+            by_source.setdefault(d.source, []).append(d)
+        for source, group in by_source.items():
+            self._settle_on(consumers.get(source), group)
+
+    def _settle_on(self, consumer: Any, items: list[Any]) -> None:
         if consumer is None:
             self.stats["stale_refused"] += len(items)
             return
@@ -121,14 +132,14 @@ class CommittedSettlement:
                 log.warning("could not send %s acknowledgement: %s", SPARK_COMMITTED, exc)
 
     def _flush(self) -> None:
-        if self._consumer is None:
-            return
-        try:
-            self._consumer.flush()
-        except SettlementError:
-            self.stats["stale_refused"] += 1
-        except ConnectionLostError:
-            self._drop_connection()
+        for consumer in list(self._consumers.values()):
+            try:
+                consumer.flush()
+            except SettlementError:
+                self.stats["stale_refused"] += 1
+            except ConnectionLostError:
+                self._drop_connection()
+                return
 
     def _replay(self, wal: str, s: int, e: int) -> AckbridgePartition:
         # Our own numbered deliveries inside this range must not be acked by its
@@ -156,5 +167,5 @@ class CommittedSettlement:
                 held = self._held.pop(mid, None)
                 if held is not None:
                     self._settle_one(held, None, replay_duplicate=True)
-        if self._consumer is not None and self._committed_replayed:
+        if self._consumers and self._committed_replayed:
             self._flush()

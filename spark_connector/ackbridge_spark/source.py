@@ -37,11 +37,13 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from ackbridge.errors import ConnectionLostError
+from ackbridge.errors import ConnectionLostError, DataLossError
 from ackbridge_spark._options import ConnectorOptions
 from ackbridge_spark._schema import ARROW_SCHEMA, from_ipc, to_ipc, to_record_batch
+from ackbridge_spark.loss import LossWatch
 from ackbridge_spark.runner import install_sigterm_handler, tune_gc
 from ackbridge_spark.settlement import AckbridgePartition, CommittedSettlement
+from ackbridge_spark.sources import is_mqtt, subscribe_all
 from ackbridge_spark.write_ahead import batch_file, remove_through, write_atomically
 
 log = logging.getLogger("ackbridge.spark")
@@ -70,7 +72,12 @@ class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, Support
 
     def _reset_runtime(self) -> None:
         self._conn: Any = None
-        self._consumer: Any = None
+        #: delivery.source -> its consumer / the source's name as configured.
+        self._consumers: dict[str, Any] = {}
+        self._names: dict[str, str] = {}
+        self._topic_from_routing_key = False
+        self._generation: int | None = None
+        self._loss = LossWatch(self._opts.fail_on_data_loss)
         self._pending: deque[Any] = deque()
         # Filled by the consumer's handler on the transport's thread, drained by _pull.
         self._inbox: deque[Any] = deque()
@@ -90,11 +97,12 @@ class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, Support
         # order is then no longer receive order, and batches settle one by one.
         self._reordered = False
         self.stats = {"settled": 0, "stale_refused": 0, "labels_sent": 0, "replay_duplicates_acked": 0,
-                      "reconnects": 0, "dropped_stale": 0}
+                      "reconnects": 0, "dropped_stale": 0, "data_loss": 0}
 
     # ---- connection (runner only, lazily) ----------------------------------------
     def _ensure_connected(self) -> None:
-        if self._consumer is not None:
+        if self._conn is not None:
+            self._observe_generation()
             return
         import ackbridge
 
@@ -106,28 +114,47 @@ class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, Support
         # through the consumer's ready queue, lock and condition to this thread (in
         # py-spy that hand-off was ~20% of the RabbitMQ I/O thread). A deque's append
         # and popleft are atomic, and only this thread pops (in _pull). One inbox per
-        # connection: a dropped connection's late deliveries land in its own.
+        # connection, shared by its consumers: a dropped connection's late deliveries
+        # land in its own.
         inbox: deque[Any] = deque()
         try:
-            # Acks are decided per committed batch, then flushed in one go.
-            self._consumer = conn.consume(opts.destination, prefetch=opts.prefetch,
-                                          conflate_count="manual", conflate_ms=0.0, handler=inbox.append)
+            opened = subscribe_all(conn, conn.url.scheme, opts.sources, opts.prefetch, inbox.append)
         except BaseException:
             with contextlib.suppress(Exception):
                 conn.close()
             raise
         self._conn = conn
         self._inbox = inbox
-        log.info("ackbridge source subscribed to %r on %s", opts.destination, conn.url.redacted)
+        self._consumers = {s.key: s.consumer for s in opened}
+        self._names = {s.key: s.name for s in opened}
+        self._topic_from_routing_key = is_mqtt(conn.url.scheme)
+        self._observe_generation(new_connection=True)
+        log.info("ackbridge source subscribed to %s on %s", ", ".join(map(repr, opts.sources)), conn.url.redacted)
+
+    def _observe_generation(self, *, new_connection: bool = False) -> None:
+        """Count every new connection generation as a reconnect: the transport's own
+        reconnects (a broker restart, a connection closed by the broker) and the
+        new connections this reader opened after dropping one. Looked at on every
+        trigger: two reconnects between two triggers count once."""
+        from ackbridge.testing.faults import transport_of
+
+        generation = transport_of(self._conn).generation
+        if self._generation is not None and (new_connection or generation != self._generation):
+            self.stats["reconnects"] += 1
+        self._generation = generation
+
+    @property
+    def _consumer(self) -> Any:
+        """The only consumer of a single-source reader (None when not connected)."""
+        return next(iter(self._consumers.values()), None) if len(self._consumers) == 1 else None
 
     def _drop_connection(self) -> None:
-        conn, self._conn, self._consumer = self._conn, None, None
+        conn, self._conn, self._consumers = self._conn, None, {}
         self._pending.clear()
         self._inbox = deque()
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
-        self.stats["reconnects"] += 1
 
     def _pull(self, wait: float = 0.0) -> None:
         """Move received deliveries into ``_pending``; wait up to *wait* s for the first."""
@@ -170,6 +197,7 @@ class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, Support
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         s = _seq(start)
         self._high = max(self._high, s)
+        self._loss.seed(start)
         self._ensure_connected()
         if self._opts.settle_on_plan:
             # commits/N is on disk before latestOffset(start=end_N) is called.
@@ -194,8 +222,13 @@ class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, Support
         take = max(0, min(cap - len(offered), len(pending)))
         if take:
             popleft = pending.popleft
-            self._numbered.update(zip(range(high + 1, high + take + 1), [popleft() for _ in range(take)],
-                                      strict=True))
+            taken = [popleft() for _ in range(take)]
+            try:
+                self._check_loss(taken)
+            except DataLossError:
+                pending.extendleft(reversed(taken))  # failOnDataLoss: nothing numbered, nothing planned
+                raise
+            self._numbered.update(zip(range(high + 1, high + take + 1), taken, strict=True))
             offered.extend(range(high + 1, high + take + 1))
             self._high = high + take
         if not offered:
@@ -208,7 +241,19 @@ class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, Support
             return start
         end = offered[min(cap, len(offered)) - 1]
         self._batch_ends[end] = batch
-        return {"seq": end, "batch": batch}
+        producers = self._loss.state()
+        return {"seq": end, "batch": batch, "producers": producers} if producers else {"seq": end, "batch": batch}
+
+    def _check_loss(self, deliveries: list[Any]) -> None:
+        check = self._loss.check
+        before = self._loss.missing
+        try:
+            for d in deliveries:
+                headers = d.headers
+                if headers:
+                    check(d.source, headers)
+        finally:
+            self.stats["data_loss"] += self._loss.missing - before
 
     def _numbered_after(self, seq: int) -> list[int]:
         """Numbered seqs above *seq*, ascending: a suffix of ``_numbered``."""
@@ -241,7 +286,7 @@ class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, Support
             # A range planned by an earlier run (crash before commit): its messages
             # were never settled, the broker redelivers them into later batches.
             return []
-        ipc = to_ipc(to_record_batch(rows))
+        ipc = to_ipc(to_record_batch(rows, self._names, topic_from_routing_key=self._topic_from_routing_key))
         if wal is not None:
             write_atomically(wal, ipc, self._opts.write_ahead_file_mode)
             return [AckbridgePartition(path=wal)]
@@ -263,7 +308,7 @@ class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, Support
     def commit(self, end: dict[str, Any]) -> None:
         e = _seq(end)
         self._high = max(self._high, e)
-        if self._consumer is None and not self._numbered:
+        if self._conn is None and not self._numbered:
             return
         self._settle_through(e)
         remove_through(self._opts.write_ahead_path, e)
@@ -275,7 +320,7 @@ class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, Support
 
     def stop(self) -> None:
         # Undecided deliveries (uncommitted batches) return to the broker on close.
-        conn, self._conn, self._consumer = self._conn, None, None
+        conn, self._conn, self._consumers = self._conn, None, {}
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()

@@ -4,156 +4,20 @@ from __future__ import annotations
 
 import itertools
 import logging
-import uuid
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, TypedDict
+from collections.abc import Mapping
+from typing import Any
 
-from ackbridge.backoff import Backoff
 from ackbridge.capabilities import Capabilities, Verb
 from ackbridge.engine import AckBook
-from ackbridge.errors import AckbridgeError, InvalidOptionError
-from ackbridge.guaranteed import ConsumerGuard, Guarantee
-from ackbridge.labels import BROKER_PERSISTED, REQUESTED_ACKS_HEADER, check_request, requested_labels
-from ackbridge.messages import InboundMessage, OutboundMessage, WireVerb
+from ackbridge.errors import AckbridgeError
+from ackbridge.guaranteed import ConsumerGuard
+from ackbridge.labels import requested_labels
+from ackbridge.messages import InboundMessage, WireVerb
 from ackbridge.settlement import Ledger, Record, State
 from ackbridge.transport import TransportBase
 from ackbridge.urls import BrokerURL
 
 log = logging.getLogger("ackbridge")
-
-_INT64 = (-(2**63), 2**63 - 1)
-_HEADER_SCALARS = (str, bytes, bool, int, float, type(None))
-
-
-def check_headers(headers: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Validate header names and values; every protocol can carry what passes."""
-    if headers is None:
-        return {}
-    if not isinstance(headers, Mapping):
-        raise InvalidOptionError(f"headers must be a mapping, not {type(headers).__name__}")
-    checked: dict[str, Any] = {}
-    for key, value in headers.items():
-        if not isinstance(key, str) or not key:
-            raise InvalidOptionError(f"header names must be non-empty strings, not {key!r:.80}")
-        if len(key.encode("utf-8", "surrogatepass")) > 255:
-            raise InvalidOptionError(f"header name {key[:40]!r}... is longer than 255 bytes")
-        if not isinstance(value, _HEADER_SCALARS):
-            raise InvalidOptionError(
-                f"header {key!r} has a value of type {type(value).__name__}; "
-                "use str, bytes, int, float, bool or None"
-            )
-        if isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
-            raise InvalidOptionError(f"header {key!r} holds an integer outside 64 bits")
-        if isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise InvalidOptionError(f"header {key!r} holds a string that is not valid Unicode") from None
-        checked[key] = value
-    return checked
-
-
-def check_body(body: object) -> bytes:
-    if isinstance(body, bytes):
-        return body
-    if isinstance(body, (bytearray, memoryview)):
-        return bytes(body)
-    raise InvalidOptionError(f"message body must be bytes, not {type(body).__name__} (encode it first)")
-
-
-def next_flush_wait(oldest_deadline: float, end: float | None, now: float) -> float | None:
-    """How long flush() waits for the next confirm: None once *end* has passed,
-    0.0 when the oldest pending confirm must expire (as unknown) now."""
-    if end is not None and now >= end:
-        return None
-    if oldest_deadline <= now:
-        return 0.0
-    left = oldest_deadline - now
-    if end is not None:
-        left = min(left, end - now)
-    return min(left, 1.0)
-
-
-class PublishOptions(TypedDict, total=False):
-    """The keyword arguments of every ``publish`` (both faces, publishers and connections)."""
-
-    headers: Mapping[str, Any] | None
-    message_id: str | None
-    correlation_id: str | None
-    reply_to: str | None
-    content_type: str | None
-    #: False: the broker may keep it in memory only (faster, lost on a broker restart).
-    persistent: bool
-    #: Labelled acknowledgements to request from consumers (and ``broker-persisted``).
-    requested_acks: Iterable[str] | None
-    #: Seconds to wait for the requested labelled acknowledgements.
-    ack_timeout: float
-
-
-_PUBLISH_KEYS = frozenset(PublishOptions.__annotations__)
-
-
-def prepare(body: object, options: PublishOptions, requested: tuple[str, ...] | None,
-            inbox: str | None) -> PreparedPublish:
-    """The message to send for ``publish(destination, body, **options)``; *requested*
-    are the checked labels (``engine.check_requested``), *inbox* the reply address."""
-    if not options and type(body) is bytes:
-        # Hot path: nothing to validate beyond the body's type.
-        return PreparedPublish(OutboundMessage(body, {}, None, None, None, None, None, True), (), ())
-    unknown_keys = options.keys() - _PUBLISH_KEYS
-    if unknown_keys:
-        raise InvalidOptionError(f"publish() got unknown argument(s) {sorted(unknown_keys)}; "
-                                 f"known: {', '.join(sorted(_PUBLISH_KEYS))}")
-    return prepare_publish(
-        body, headers=options.get("headers"), message_id=options.get("message_id"),
-        correlation_id=options.get("correlation_id"), reply_to=options.get("reply_to"),
-        content_type=options.get("content_type"), persistent=options.get("persistent", True),
-        requested_acks=requested, inbox=inbox)
-
-
-@dataclass(frozen=True)
-class PreparedPublish:
-    message: OutboundMessage
-    #: Labels issued downstream (not broker-persisted), empty when none requested.
-    custom_labels: tuple[str, ...]
-    all_labels: tuple[str, ...]
-
-
-def prepare_publish(
-    body: object,
-    *,
-    headers: Mapping[str, Any] | None,
-    message_id: str | None,
-    correlation_id: str | None,
-    reply_to: str | None,
-    content_type: str | None,
-    persistent: bool,
-    requested_acks: Iterable[str] | None,
-    inbox: str | None,
-) -> PreparedPublish:
-    if type(body) is bytes and not headers and requested_acks is None:
-        # Hot path: nothing to validate beyond the body's type.
-        return PreparedPublish(OutboundMessage(body, {}, message_id, correlation_id, reply_to, content_type,
-                                               None, persistent), (), ())
-    data = check_body(body)
-    checked = check_headers(headers)
-    labels: tuple[str, ...] = ()
-    custom: tuple[str, ...] = ()
-    if requested_acks is not None:
-        labels = check_request(requested_acks)
-        custom = tuple(label for label in labels if label != BROKER_PERSISTED)
-        if correlation_id is None:
-            correlation_id = uuid.uuid4().hex
-        if custom:
-            checked[REQUESTED_ACKS_HEADER] = ",".join(custom)
-            reply_to = inbox
-    message = OutboundMessage(
-        body=data, headers=checked, message_id=message_id, correlation_id=correlation_id,
-        reply_to=reply_to, content_type=content_type, persistent=persistent,
-    )
-    return PreparedPublish(message, custom, labels)
-
 
 HANDLER_OWNS = ("this consumer hands every delivery to its handler; get() and iteration are for a consumer "
                  "made without handler=")
@@ -190,6 +54,8 @@ class ConnectionBase:
     capability table."""
 
     _transport: TransportBase
+    #: Publisher of each publish awaiting its confirm, by sequence number.
+    _publishers: dict[int, Any]
 
     def __init__(self, url: BrokerURL, options: Mapping[str, Any]) -> None:
         self.url = url
@@ -207,30 +73,6 @@ class ConnectionBase:
     @property
     def broker(self) -> str:
         return self._transport.capabilities.broker
-
-
-class PublisherBase:
-    """What the sync and async publishers share: the window, the confirm timeout
-    and the guaranteed-publishing state (retransmission, sequence numbers)."""
-
-    _pending: Mapping[int, Any]
-    _retry: Any
-
-    def __init__(self, connection: ConnectionBase, window: int, confirm_timeout: float,
-                 guarantee: Guarantee | None) -> None:
-        self._connection = connection
-        self._guarantee = guarantee if guarantee is not None and guarantee.active else None
-        self._numbers = itertools.count(1)
-        self._backoff = Backoff(connection._options.get("reconnect_max_delay", 10.0))
-        #: Publishes sent more than once (retransmit=True).
-        self.retransmitted = 0
-        self.window = window
-        self._confirm_timeout = confirm_timeout
-
-    @property
-    def in_flight(self) -> int:
-        """Publishes without an outcome yet (waiting for a confirm or a retransmission)."""
-        return len(self._pending) + len(self._retry)
 
 
 class ConsumerBase:

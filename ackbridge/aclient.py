@@ -15,7 +15,7 @@ from typing import Any, Literal, Unpack
 
 from ackbridge import engine, guaranteed
 from ackbridge import labels as labels_mod
-from ackbridge._base import ConnectionBase, DeliveryBase, PublishOptions
+from ackbridge._base import ConnectionBase, DeliveryBase
 from ackbridge.async_consumer import AsyncConsumer, AsyncDelivery, AsyncHandler
 from ackbridge.async_publisher import AsyncConfirm, AsyncPublisher, _AsyncAckWaiter
 from ackbridge.capabilities import Topology
@@ -23,6 +23,7 @@ from ackbridge.errors import AckbridgeError
 from ackbridge.guaranteed import GapHandler
 from ackbridge.labels import LabelAck
 from ackbridge.messages import ConfirmOutcome, InboundMessage, QueueInfo
+from ackbridge.publishing import PublishOptions
 from ackbridge.transport import AsyncTransport
 from ackbridge.urls import BrokerURL
 

@@ -11,10 +11,10 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ackbridge import engine, guaranteed
-from ackbridge._base import PublisherBase, PublishOptions, next_flush_wait, prepare
 from ackbridge.errors import AckbridgeError, ConnectionLostError, InvalidLabelError
 from ackbridge.labels import AckCollector, AggregatedAcks
-from ackbridge.messages import ConfirmOutcome, ConfirmStatus, refused, unknown
+from ackbridge.messages import ConfirmOutcome, OutboundMessage, unknown
+from ackbridge.publishing import PublisherBase, PublishOptions, next_flush_wait
 
 if TYPE_CHECKING:
     from ackbridge.aclient import AsyncConnection
@@ -124,26 +124,24 @@ class AsyncPublisher(PublisherBase):
     async def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> AsyncConfirm:
         """Publish *body* to *destination*; returns its :class:`AsyncConfirm` (``await`` it for the outcome)."""
         conn = self._connection
-        requested = engine.check_requested(conn.capabilities, options.get("requested_acks")) if options else None
-        inbox = await conn._inbox() if requested is not None and engine.needs_inbox(requested) else None
-        prepared = prepare(body, options, requested, inbox)
+        labels = self._labels(options) if options else None
+        inbox = await conn._inbox() if labels is not None and engine.needs_inbox(labels) else None
+        msg, attempts = self._outgoing(destination, body, options, labels, inbox)
         await self._wait_for_room()
         seq = conn._next_seq()
-        msg = prepared.message
-        guarantee = self._guarantee
-        if guarantee is not None:
-            msg = guaranteed.stamp(guarantee, next(self._numbers), msg)
         confirm = AsyncConfirm(seq, msg.message_id, msg.correlation_id,
                                time.monotonic() + self._confirm_timeout, conn._loop,
-                               self if guarantee is not None and guarantee.retransmit else None)
-        if confirm._publisher is not None:
-            assert guarantee is not None
-            confirm._attempts = guaranteed.Attempts(destination, msg, time.monotonic() + guarantee.deadline)
-        if requested is not None:
+                               self if attempts is not None else None)
+        confirm._attempts = attempts
+        if labels is not None:
             assert msg.correlation_id is not None
-            confirm._acks = conn._collect(msg.correlation_id, prepared.all_labels,
-                                          options.get("ack_timeout", 10.0), confirm)
+            confirm._acks = conn._collect(msg.correlation_id, labels, options.get("ack_timeout", 10.0), confirm)
         self._pending[seq] = confirm
+        await self._send(seq, destination, msg, again=False)
+        return confirm
+
+    async def _send(self, seq: int, destination: str, msg: OutboundMessage, *, again: bool) -> None:
+        conn = self._connection
         conn._publishers[seq] = self
         try:
             await conn._transport.publish_async(seq, destination, msg)
@@ -151,14 +149,13 @@ class AsyncPublisher(PublisherBase):
             # The outage rule (ackbridge.errors): no raise, the confirm says unknown.
             self._resolved(seq, engine.not_sent(exc))
         except AckbridgeError as exc:
-            self._resolved(seq, unknown(str(exc)))
-            raise
-        return confirm
+            self._resolved(seq, engine.send_failed(exc, again))
+            if not again:
+                raise
 
     async def _wait_for_room(self) -> None:
         while len(self._pending) + len(self._retry) >= self.window:
-            oldest = next(iter(self._pending.values())) if self._pending else self._retry[0]
-            left = oldest._deadline - time.monotonic()
+            left = self._oldest()._deadline - time.monotonic()
             if left <= 0:
                 self._expire()
                 continue
@@ -169,14 +166,8 @@ class AsyncPublisher(PublisherBase):
                 pass
 
     def _expire(self) -> None:
-        now = time.monotonic()
-        for confirm in [c for c in self._retry if c._deadline <= now]:
-            self._retry.remove(confirm)
-            self._finish(confirm, unknown("not sent again before retransmit_deadline"))
-        for seq, confirm in [(s, c) for s, c in self._pending.items() if c._deadline <= now]:
-            del self._pending[seq]
-            self._connection._publishers.pop(seq, None)
-            self._finish(confirm, unknown(engine.NO_ANSWER))
+        for confirm, outcome in self._take_expired(time.monotonic()):
+            self._finish(confirm, outcome)
         self._changed.set()
 
     def _resolved(self, seq: int, outcome: ConfirmOutcome) -> None:
@@ -186,21 +177,15 @@ class AsyncPublisher(PublisherBase):
             self._finish(confirm, outcome)
 
     def _finish(self, confirm: AsyncConfirm, outcome: ConfirmOutcome) -> None:
-        attempts = confirm._attempts
-        if attempts is not None and self._guarantee is not None:
-            final = guaranteed.decide(attempts, outcome, time.monotonic(), self._guarantee.max_attempts)
-            if final is None:
-                self._schedule_retry(confirm)
-                return
-            outcome = final
-            if outcome.status is not ConfirmStatus.UNKNOWN:
-                self._backoff.reset()  # the broker answers again: retransmit promptly next time
-        confirm._resolve(outcome)
+        final = self._final(confirm, outcome)
+        if final is None:
+            self._schedule_retry(confirm)
+        else:
+            confirm._resolve(final)
 
     # ---- retransmission (retransmit=True) --------------------------------------------------
     def _schedule_retry(self, confirm: AsyncConfirm) -> None:
-        assert confirm._attempts is not None
-        confirm._deadline = confirm._attempts.give_up_at + self._confirm_timeout
+        self._due_retry(confirm)
         self._retry.append(confirm)
         if self._retry_handle is None:
             loop = self._connection._loop
@@ -212,35 +197,18 @@ class AsyncPublisher(PublisherBase):
         batch = list(self._retry)
         self._retry.clear()
         for confirm in batch:  # in the order they were first published
-            await self._send_again(confirm)
-
-    async def _send_again(self, confirm: AsyncConfirm) -> None:
-        conn = self._connection
-        attempts = confirm._attempts
-        assert attempts is not None
-        now = time.monotonic()
-        if now >= attempts.give_up_at:
-            self._finish(confirm, unknown("not sent again"))
-            return
-        attempts.attempts += 1
-        self.retransmitted += 1
-        seq = conn._next_seq()
-        confirm._deadline = now + self._confirm_timeout
-        self._pending[seq] = confirm
-        conn._publishers[seq] = self
-        try:
-            await conn._transport.publish_async(seq, attempts.destination, attempts.message)
-        except ConnectionLostError as exc:
-            self._resolved(seq, engine.not_sent(exc))
-        except AckbridgeError as exc:
-            self._resolved(seq, refused(f"not sent again: {exc}"))
+            seq = self._connection._next_seq()
+            attempts = self._next_attempt(confirm, seq, time.monotonic())
+            if attempts is None:
+                self._finish(confirm, unknown("not sent again"))
+            else:
+                await self._send(seq, attempts.destination, attempts.message, again=True)
 
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait until every publish has its outcome; False if *timeout* passed first."""
         end = None if timeout is None else time.monotonic() + timeout
         while self._pending or self._retry:
-            oldest = next(iter(self._pending.values())) if self._pending else self._retry[0]
-            wait = next_flush_wait(oldest._deadline, end, time.monotonic())
+            wait = next_flush_wait(self._oldest()._deadline, end, time.monotonic())
             if wait is None:
                 return False
             if wait == 0.0:

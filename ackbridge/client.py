@@ -13,12 +13,13 @@ from typing import Any, Literal, Unpack
 
 from ackbridge import engine, guaranteed
 from ackbridge import labels as labels_mod
-from ackbridge._base import ConnectionBase, DeliveryBase, PublishOptions
+from ackbridge._base import ConnectionBase, DeliveryBase
 from ackbridge.capabilities import Topology
 from ackbridge.errors import AckbridgeError
 from ackbridge.guaranteed import GapHandler
 from ackbridge.labels import LabelAck
 from ackbridge.messages import ConfirmOutcome, InboundMessage, QueueInfo
+from ackbridge.publishing import PublishOptions
 from ackbridge.sync_consumer import Consumer, Delivery, Handler
 from ackbridge.sync_publisher import Confirm, Publisher, _AckWaiter
 from ackbridge.transport import SyncTransport

@@ -13,11 +13,11 @@ from collections.abc import Generator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, Literal, Protocol, Unpack
 
-from ackbridge._base import PublishOptions
 from ackbridge.capabilities import Capabilities
 from ackbridge.engine import BatchResult
 from ackbridge.labels import AggregatedAcks
 from ackbridge.messages import ConfirmOutcome, QueueInfo
+from ackbridge.publishing import PublishOptions
 from ackbridge.settlement import State
 
 

@@ -21,7 +21,7 @@ from ackbridge.capabilities import Capabilities, Level, Verb
 from ackbridge.errors import AckbridgeError, InvalidLabelError, InvalidOptionError
 from ackbridge.guaranteed import ConsumerGuard
 from ackbridge.labels import AckCollector, LabelAck, check_request
-from ackbridge.messages import ConfirmOutcome, InboundMessage, WireSettle, WireVerb, unknown
+from ackbridge.messages import ConfirmOutcome, InboundMessage, WireSettle, WireVerb, refused, unknown
 from ackbridge.options import CORE_OPTIONS, resolve_options
 from ackbridge.settlement import Ledger, Record
 
@@ -163,12 +163,14 @@ def needs_inbox(requested: Iterable[str] | None) -> bool:
     return requested is not None and any(label != labels_mod.BROKER_PERSISTED for label in requested)
 
 
-def expired(pending: Mapping[int, Any], now: float) -> list[Any]:
-    """Pending confirms whose ``confirm_timeout`` has passed (to resolve as unknown)."""
-    return [c for c in pending.values() if c._deadline <= now]
-
-
 NO_ANSWER = "no answer from the broker within confirm_timeout"
+
+
+def send_failed(exc: Exception, again: bool) -> ConfirmOutcome:
+    """The outcome of a publish the transport would not send (the connection is
+    not lost): unknown for a first send (the caller also gets the error), refused
+    for a retransmission (sending it yet again would fail the same way)."""
+    return refused(f"not sent again: {exc}") if again else unknown(str(exc))
 
 
 def not_sent(exc: Exception) -> ConfirmOutcome:

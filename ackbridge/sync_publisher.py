@@ -11,10 +11,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Unpack
 
 from ackbridge import engine, guaranteed
-from ackbridge._base import PublisherBase, PublishOptions, next_flush_wait, prepare
 from ackbridge.errors import AckbridgeError, ConnectionLostError, InvalidLabelError
 from ackbridge.labels import AckCollector, AggregatedAcks
-from ackbridge.messages import ConfirmOutcome, ConfirmStatus, refused, unknown
+from ackbridge.messages import ConfirmOutcome, OutboundMessage, unknown
+from ackbridge.publishing import PublisherBase, PublishOptions, next_flush_wait
 
 if TYPE_CHECKING:
     from ackbridge.client import Connection
@@ -138,26 +138,25 @@ class Publisher(PublisherBase):
         Waits (back-pressure) while ``window`` confirms are outstanding.
         """
         conn = self._connection
-        requested = engine.check_requested(conn.capabilities, options.get("requested_acks")) if options else None
-        inbox = conn._inbox() if requested is not None and engine.needs_inbox(requested) else None
-        prepared = prepare(body, options, requested, inbox)
-        msg = prepared.message
+        labels = self._labels(options) if options else None
+        inbox = conn._inbox() if labels is not None and engine.needs_inbox(labels) else None
+        msg, attempts = self._outgoing(destination, body, options, labels, inbox)
         seq = next(conn._seq)
-        guarantee = self._guarantee
-        if guarantee is not None:
-            msg = guaranteed.stamp(guarantee, next(self._numbers), msg)
         confirm = Confirm(self, seq, msg.message_id, msg.correlation_id, 0.0)
-        if guarantee is not None and guarantee.retransmit:
-            confirm._attempts = guaranteed.Attempts(destination, msg, time.monotonic() + guarantee.deadline)
+        confirm._attempts = attempts
         with self._lock:
             while len(self._pending) + len(self._retry) >= self.window:
                 self._wait_for_room_locked()
             confirm._deadline = time.monotonic() + self._confirm_timeout
             self._pending[seq] = confirm
-        if requested is not None:
+        if labels is not None:
             assert msg.correlation_id is not None
-            confirm._acks = conn._collect(msg.correlation_id, prepared.all_labels,
-                                          options.get("ack_timeout", 10.0), confirm)
+            confirm._acks = conn._collect(msg.correlation_id, labels, options.get("ack_timeout", 10.0), confirm)
+        self._send(seq, destination, msg, again=False)
+        return confirm
+
+    def _send(self, seq: int, destination: str, msg: OutboundMessage, *, again: bool) -> None:
+        conn = self._connection
         conn._publishers[seq] = self
         try:
             conn._transport.publish(seq, destination, msg)
@@ -165,13 +164,12 @@ class Publisher(PublisherBase):
             # The outage rule (ackbridge.errors): no raise, the confirm says unknown.
             self._resolved(seq, engine.not_sent(exc))
         except AckbridgeError as exc:
-            self._resolved(seq, unknown(str(exc)))
-            raise
-        return confirm
+            self._resolved(seq, engine.send_failed(exc, again))
+            if not again:
+                raise
 
     def _wait_for_room_locked(self) -> None:
-        oldest = next(iter(self._pending.values())) if self._pending else self._retry[0]
-        left = oldest._deadline - time.monotonic()
+        left = self._oldest()._deadline - time.monotonic()
         if left <= 0:
             self._expire_locked()
             return
@@ -182,26 +180,15 @@ class Publisher(PublisherBase):
             self._room_waiters -= 1
 
     def _expire_locked(self) -> None:
-        now = time.monotonic()
-        for confirm in [c for c in self._retry if c._deadline <= now]:
-            self._retry.remove(confirm)
-            self._settle_locked(confirm, unknown("not sent again before retransmit_deadline"))
-        for confirm in engine.expired(self._pending, now):
-            del self._pending[confirm.seq]
-            self._connection._publishers.pop(confirm.seq, None)
-            self._settle_locked(confirm, unknown(engine.NO_ANSWER))
+        for confirm, outcome in self._take_expired(time.monotonic()):
+            self._settle_locked(confirm, outcome)
 
     def _settle_locked(self, confirm: Confirm, outcome: ConfirmOutcome) -> None:
-        attempts = confirm._attempts
-        if attempts is not None and self._guarantee is not None:
-            final = guaranteed.decide(attempts, outcome, time.monotonic(), self._guarantee.max_attempts)
-            if final is None:
-                self._schedule_retry_locked(confirm)
-                return
-            outcome = final
-            if outcome.status is not ConfirmStatus.UNKNOWN:
-                self._backoff.reset()  # the broker answers again: retransmit promptly next time
-        confirm._outcome = outcome
+        final = self._final(confirm, outcome)
+        if final is None:
+            self._schedule_retry_locked(confirm)
+            return
+        confirm._outcome = final
         callbacks, confirm._callbacks = confirm._callbacks, None
         if self._waiters or (self._flush_waiters and not self._pending and not self._retry):
             self._cond.notify_all()
@@ -215,9 +202,7 @@ class Publisher(PublisherBase):
     def _schedule_retry_locked(self, confirm: Confirm) -> None:
         if not self._retry:
             self._retry_at = time.monotonic() + self._backoff.next_delay()
-        assert confirm._attempts is not None
-        # result() and flush() wait on this deadline; the resender gives up before it.
-        confirm._deadline = confirm._attempts.give_up_at + self._confirm_timeout
+        self._due_retry(confirm)
         self._retry.append(confirm)
         if self._resender is None:
             self._resender = threading.Thread(target=self._resend_loop, name="ackbridge-retransmit", daemon=True)
@@ -238,27 +223,13 @@ class Publisher(PublisherBase):
                 self._send_again(confirm)
 
     def _send_again(self, confirm: Confirm) -> None:
-        conn = self._connection
-        attempts = confirm._attempts
-        assert attempts is not None
-        now = time.monotonic()
-        if now >= attempts.give_up_at:
-            with self._lock:
-                self._settle_locked(confirm, unknown("not sent again"))
-            return
-        attempts.attempts += 1
-        self.retransmitted += 1
-        seq = next(conn._seq)
+        seq = next(self._connection._seq)
         with self._lock:
-            confirm._deadline = now + self._confirm_timeout
-            self._pending[seq] = confirm
-        conn._publishers[seq] = self
-        try:
-            conn._transport.publish(seq, attempts.destination, attempts.message)
-        except ConnectionLostError as exc:
-            self._resolved(seq, engine.not_sent(exc))
-        except AckbridgeError as exc:
-            self._resolved(seq, refused(f"not sent again: {exc}"))
+            attempts = self._next_attempt(confirm, seq, time.monotonic())
+            if attempts is None:
+                self._settle_locked(confirm, unknown("not sent again"))
+                return
+        self._send(seq, attempts.destination, attempts.message, again=True)
 
     def _resolved(self, seq: int, outcome: ConfirmOutcome) -> None:
         with self._lock:
@@ -273,8 +244,7 @@ class Publisher(PublisherBase):
             self._flush_waiters += 1
             try:
                 while self._pending or self._retry:
-                    oldest = next(iter(self._pending.values())) if self._pending else self._retry[0]
-                    wait = next_flush_wait(oldest._deadline, end, time.monotonic())
+                    wait = next_flush_wait(self._oldest()._deadline, end, time.monotonic())
                     if wait is None:
                         return False
                     if wait == 0.0:

@@ -64,14 +64,14 @@ class DirectEvents:
 
 
 def direct(url: str, options: Mapping[str, Any], n: int, window: int, prefetch: int,
-           *, inline: bool = False) -> tuple[float, float]:
+           *, inline: bool = False) -> tuple[float, float, float, float]:
     """Drive the transport with no core. ``inline``: settle inside deliver, on the
     transport's thread; otherwise hand batches of deliveries to this thread."""
     events = DirectEvents()
     transport = LocalTransport(parse_url(url), options, events)
     transport.open()
     queue = f"direct-{uuid.uuid4().hex[:6]}"
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for seq in range(1, n + 1):
         with events.cond:
             while seq - events.confirmed > window:
@@ -80,8 +80,8 @@ def direct(url: str, options: Mapping[str, Any], n: int, window: int, prefetch: 
     with events.cond:
         while events.confirmed < n:
             events.cond.wait()
-    publish_s = time.perf_counter() - start
-    start = time.perf_counter()
+    publish_s, publish_cpu = time.perf_counter() - start, time.process_time() - cpu
+    start, cpu = time.perf_counter(), time.process_time()
     if inline:
         events.inline = transport
         transport.subscribe("s", queue, prefetch=prefetch)
@@ -100,31 +100,31 @@ def direct(url: str, options: Mapping[str, Any], n: int, window: int, prefetch: 
                 transport.settle([WireSettle(WireVerb.ACK, message.wire_tag, message.generation, "s", False,
                                              message)])
                 settled += 1
-    consume_s = time.perf_counter() - start
+    consume_s, consume_cpu = time.perf_counter() - start, time.process_time() - cpu
     transport.close()
-    return n / publish_s, n / consume_s
+    return n / publish_s, n / consume_s, publish_cpu / n, consume_cpu / n
 
 
-def through_core(url: str, n: int, window: int, prefetch: int) -> tuple[float, float]:
+def through_core(url: str, n: int, window: int, prefetch: int) -> tuple[float, float, float, float]:
     queue = f"core-{uuid.uuid4().hex[:6]}"
     with ackbridge.connect(url) as conn:
         publisher = conn.publisher(window=window)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for i in range(n):
             publisher.publish(queue, BODY, message_id=str(i))
         publisher.flush()
-        publish_s = time.perf_counter() - start
-        start = time.perf_counter()
+        publish_s, publish_cpu = time.perf_counter() - start, time.process_time() - cpu
+        start, cpu = time.perf_counter(), time.process_time()
         consumer = conn.consume(queue, prefetch=prefetch)
         for _ in range(n):
             delivery = consumer.get(timeout=60)
             assert delivery is not None
             delivery.ack()
-        consume_s = time.perf_counter() - start
-    return n / publish_s, n / consume_s
+        consume_s, consume_cpu = time.perf_counter() - start, time.process_time() - cpu
+    return n / publish_s, n / consume_s, publish_cpu / n, consume_cpu / n
 
 
-def through_core_handler(url: str, n: int, prefetch: int) -> float:
+def through_core_handler(url: str, n: int, prefetch: int) -> tuple[float, float]:
     """Consume with consume(handler=...): each delivery acked on the transport's thread."""
     queue = f"hnd-{uuid.uuid4().hex[:6]}"
     cond = threading.Condition()
@@ -141,14 +141,14 @@ def through_core_handler(url: str, n: int, prefetch: int) -> float:
         for i in range(n):
             publisher.publish(queue, BODY, message_id=str(i))
         publisher.flush()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         consumer = conn.consume(queue, prefetch=prefetch, handler=handler)
         with cond:
             while settled[0] < n:
                 cond.wait()
-        consume_s = time.perf_counter() - start
+        consume_s, consume_cpu = time.perf_counter() - start, time.process_time() - cpu
         consumer.close()
-    return n / consume_s
+    return n / consume_s, consume_cpu / n
 
 
 def main() -> None:
@@ -170,7 +170,7 @@ def main() -> None:
     # The consume baseline is the faster of the two direct shapes (hand-off or inline).
     best_direct = (max(r[0][0] for r in rows), max(max(r[0][1], r[2][1]) for r in rows))
     best_core = (max(r[1][0] for r in rows), max(r[1][1] for r in rows))
-    best_handler = max(r[3] for r in rows)
+    best_handler = max(r[3][0] for r in rows)
     print(f"machine: {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"SQLite WAL fsync=on; n={args.n} x {len(BODY)} B, window={args.window}, prefetch={args.prefetch}, "
           f"best of {args.rounds}")
@@ -185,7 +185,15 @@ def main() -> None:
     print(f"core overhead: {max(0.0, 1 - worst):.1%} (target < 10%; consume: the faster ackbridge way)")
     get_only = min(best_core[0] / best_direct[0], best_core[1] / best_direct[1])
     print(f"core overhead, get() loop only: {max(0.0, 1 - get_only):.1%}")
-
+    # CPU seconds of the whole process per message (every thread): steadier than
+    # throughput when other work shares the machine. Ratio = transport / ackbridge.
+    cpu_direct = (min(r[0][2] for r in rows), min(min(r[0][3], r[2][3]) for r in rows))
+    cpu_core = (min(r[1][2] for r in rows), min(min(r[1][3], r[3][1]) for r in rows))
+    print(f"{'CPU per message':34} {'transport us':>17} {'ackbridge us':>17} {'ratio':>7}")
+    for name, d, c in (("publish with confirms", cpu_direct[0], cpu_core[0]),
+                       ("consume, per-message ack (faster)", cpu_direct[1], cpu_core[1])):
+        print(f"{name:34} {d * 1e6:17.1f} {c * 1e6:17.1f} {d / c:7.2f}")
+    print(f"core overhead in CPU: {max(0.0, 1 - min(cpu_direct[0] / cpu_core[0], cpu_direct[1] / cpu_core[1])):.1%}")
 
 if __name__ == "__main__":
     main()

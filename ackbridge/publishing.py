@@ -1,0 +1,219 @@
+"""The I/O-free half of publishing, shared by the sync and async publishers.
+
+Checking a publish's arguments, building the message to send, the guaranteed-
+publishing decisions (stamp, send again, give up) and which confirms have
+expired live here once; :mod:`ackbridge.sync_publisher` and
+:mod:`ackbridge.async_publisher` keep only their locks, waits and awaits.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+
+from ackbridge import engine, guaranteed
+from ackbridge.backoff import Backoff
+from ackbridge.errors import InvalidOptionError
+from ackbridge.labels import BROKER_PERSISTED, REQUESTED_ACKS_HEADER
+from ackbridge.messages import ConfirmOutcome, ConfirmStatus, OutboundMessage, unknown
+
+if TYPE_CHECKING:
+    from ackbridge._base import ConnectionBase
+
+_INT64 = (-(2**63), 2**63 - 1)
+_HEADER_SCALARS = (str, bytes, bool, int, float, type(None))
+
+
+class PublishOptions(TypedDict, total=False):
+    """The keyword arguments of every ``publish`` (both faces, publishers and connections)."""
+
+    headers: Mapping[str, Any] | None
+    message_id: str | None
+    correlation_id: str | None
+    reply_to: str | None
+    content_type: str | None
+    #: False: the broker may keep it in memory only (faster, lost on a broker restart).
+    persistent: bool
+    #: Labelled acknowledgements to request from consumers (and ``broker-persisted``).
+    requested_acks: Iterable[str] | None
+    #: Seconds to wait for the requested labelled acknowledgements.
+    ack_timeout: float
+
+
+_PUBLISH_KEYS = frozenset(PublishOptions.__annotations__)
+#: Options that need no check beyond their presence: a publish giving only these
+#: (and a bytes body) takes the short path, the common case of a message id.
+_PLAIN_KEYS = frozenset({"message_id", "correlation_id", "reply_to", "content_type", "persistent", "ack_timeout"})
+
+
+def check_headers(headers: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validate header names and values; every protocol can carry what passes."""
+    if headers is None:
+        return {}
+    if not isinstance(headers, Mapping):
+        raise InvalidOptionError(f"headers must be a mapping, not {type(headers).__name__}")
+    checked: dict[str, Any] = {}
+    for key, value in headers.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidOptionError(f"header names must be non-empty strings, not {key!r:.80}")
+        if len(key.encode("utf-8", "surrogatepass")) > 255:
+            raise InvalidOptionError(f"header name {key[:40]!r}... is longer than 255 bytes")
+        if not isinstance(value, _HEADER_SCALARS):
+            raise InvalidOptionError(
+                f"header {key!r} has a value of type {type(value).__name__}; "
+                "use str, bytes, int, float, bool or None"
+            )
+        if isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
+            raise InvalidOptionError(f"header {key!r} holds an integer outside 64 bits")
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidOptionError(f"header {key!r} holds a string that is not valid Unicode") from None
+        checked[key] = value
+    return checked
+
+
+def check_body(body: object) -> bytes:
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, (bytearray, memoryview)):
+        return bytes(body)
+    raise InvalidOptionError(f"message body must be bytes, not {type(body).__name__} (encode it first)")
+
+
+def build_message(body: object, options: PublishOptions, labels: tuple[str, ...] | None,
+                  inbox: str | None) -> OutboundMessage:
+    """The message for ``publish(destination, body, **options)``, every argument
+    checked; *labels* are the checked ``requested_acks``, *inbox* the reply address."""
+    if labels is None and type(body) is bytes and options.keys() <= _PLAIN_KEYS:
+        # Short path (the common case): nothing to check beyond the body's type.
+        return OutboundMessage(body, {}, options.get("message_id"), options.get("correlation_id"),
+                               options.get("reply_to"), options.get("content_type"), None,
+                               options.get("persistent", True))
+    unknown_keys = options.keys() - _PUBLISH_KEYS
+    if unknown_keys:
+        raise InvalidOptionError(f"publish() got unknown argument(s) {sorted(unknown_keys)}; "
+                                 f"known: {', '.join(sorted(_PUBLISH_KEYS))}")
+    headers = check_headers(options.get("headers"))
+    correlation_id, reply_to = options.get("correlation_id"), options.get("reply_to")
+    if labels is not None:
+        custom = [label for label in labels if label != BROKER_PERSISTED]
+        if correlation_id is None:
+            correlation_id = uuid.uuid4().hex
+        if custom:
+            headers[REQUESTED_ACKS_HEADER] = ",".join(custom)
+            reply_to = inbox
+    return OutboundMessage(check_body(body), headers, options.get("message_id"), correlation_id, reply_to,
+                           options.get("content_type"), None, options.get("persistent", True))
+
+
+def next_flush_wait(oldest_deadline: float, end: float | None, now: float) -> float | None:
+    """How long flush() waits for the next confirm: None once *end* has passed,
+    0.0 when the oldest pending confirm must expire (as unknown) now."""
+    if end is not None and now >= end:
+        return None
+    if oldest_deadline <= now:
+        return 0.0
+    left = oldest_deadline - now
+    if end is not None:
+        left = min(left, end - now)
+    return min(left, 1.0)
+
+
+class PendingConfirm(Protocol):
+    """What the shared decisions read and write on either face's confirm."""
+
+    _deadline: float
+    _attempts: guaranteed.Attempts | None
+
+
+class PublisherBase:
+    """What the sync and async publishers share: the window, the confirm timeout
+    and the guaranteed-publishing state (retransmission, sequence numbers)."""
+
+    _pending: dict[int, Any]
+    _retry: Any
+
+    def __init__(self, connection: ConnectionBase, window: int, confirm_timeout: float,
+                 guarantee: guaranteed.Guarantee | None) -> None:
+        self._connection = connection
+        self._guarantee = guarantee if guarantee is not None and guarantee.active else None
+        self._numbers = itertools.count(1)
+        self._backoff = Backoff(connection._options.get("reconnect_max_delay", 10.0))
+        #: Publishes sent more than once (retransmit=True).
+        self.retransmitted = 0
+        self.window = window
+        self._confirm_timeout = confirm_timeout
+
+    @property
+    def in_flight(self) -> int:
+        """Publishes without an outcome yet (waiting for a confirm or a retransmission)."""
+        return len(self._pending) + len(self._retry)
+
+    def _labels(self, options: PublishOptions) -> tuple[str, ...] | None:
+        """The checked ``requested_acks`` (None: none asked), checked before a reply inbox opens."""
+        requested = options.get("requested_acks")
+        if requested is None:
+            return None
+        return engine.check_requested(self._connection.capabilities, requested)
+
+    def _outgoing(self, destination: str, body: object, options: PublishOptions, labels: tuple[str, ...] | None,
+                  inbox: str | None) -> tuple[OutboundMessage, guaranteed.Attempts | None]:
+        """The message to send and, with ``retransmit``, its attempt record."""
+        message = build_message(body, options, labels, inbox)
+        guarantee = self._guarantee
+        if guarantee is None:
+            return message, None
+        message = guaranteed.stamp(guarantee, next(self._numbers), message)
+        if not guarantee.retransmit:
+            return message, None
+        return message, guaranteed.Attempts(destination, message, time.monotonic() + guarantee.deadline)
+
+    def _final(self, confirm: PendingConfirm, outcome: ConfirmOutcome) -> ConfirmOutcome | None:
+        """The outcome to resolve *confirm* with; None when it is to be sent again."""
+        attempts = confirm._attempts
+        if attempts is None or self._guarantee is None:
+            return outcome
+        final = guaranteed.decide(attempts, outcome, time.monotonic(), self._guarantee.max_attempts)
+        if final is not None and final.status is not ConfirmStatus.UNKNOWN:
+            self._backoff.reset()  # the broker answers again: retransmit promptly next time
+        return final
+
+    def _due_retry(self, confirm: PendingConfirm) -> None:
+        """Note that *confirm* waits for a retransmission: result() and flush() wait
+        on its deadline, which the resender gives up before."""
+        assert confirm._attempts is not None
+        confirm._deadline = confirm._attempts.give_up_at + self._confirm_timeout
+
+    def _next_attempt(self, confirm: PendingConfirm, seq: int, now: float) -> guaranteed.Attempts | None:
+        """Count one more send of *confirm* under the new *seq*, registered as pending;
+        None when its retransmit deadline has passed (resolve it unknown instead)."""
+        attempts = confirm._attempts
+        assert attempts is not None
+        if now >= attempts.give_up_at:
+            return None
+        attempts.attempts += 1
+        self.retransmitted += 1
+        confirm._deadline = now + self._confirm_timeout
+        self._pending[seq] = confirm
+        return attempts
+
+    def _take_expired(self, now: float) -> list[tuple[Any, ConfirmOutcome]]:
+        """Remove every confirm whose wait has ended, with the outcome to give it."""
+        done: list[tuple[Any, ConfirmOutcome]] = []
+        for confirm in [c for c in self._retry if c._deadline <= now]:
+            self._retry.remove(confirm)
+            done.append((confirm, unknown("not sent again before retransmit_deadline")))
+        for seq, confirm in [(s, c) for s, c in self._pending.items() if c._deadline <= now]:
+            del self._pending[seq]
+            self._connection._publishers.pop(seq, None)
+            done.append((confirm, unknown(engine.NO_ANSWER)))
+        return done
+
+    def _oldest(self) -> Any:
+        """The confirm that will time out first (pending before waiting to be sent again)."""
+        return next(iter(self._pending.values())) if self._pending else self._retry[0]

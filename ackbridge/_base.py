@@ -12,7 +12,7 @@ from ackbridge.engine import AckBook
 from ackbridge.errors import AckbridgeError
 from ackbridge.guaranteed import ConsumerGuard
 from ackbridge.labels import requested_labels
-from ackbridge.messages import InboundMessage, WireVerb
+from ackbridge.messages import ConfirmOutcome, InboundMessage, WireVerb
 from ackbridge.settlement import Ledger, Record, State
 from ackbridge.transport import TransportBase
 from ackbridge.urls import BrokerURL
@@ -47,6 +47,36 @@ def handler_failed(capabilities: Capabilities, source: str, delivery: DeliveryBa
     log.exception("ackbridge handler raised on a message from %r (id %r); %s", source, delivery.message_id,
                   FAILED_VERB_TEXT[verb])
     return verb
+
+
+class EventRouter:
+    """Hands each transport event to the consumer or publisher it belongs to. Both
+    faces route through it; the async face first moves the event onto its loop."""
+
+    __slots__ = ("_consumers", "_publishers")
+
+    def __init__(self, consumers: Mapping[str, Any], publishers: dict[int, Any]) -> None:
+        self._consumers = consumers
+        self._publishers = publishers
+
+    def deliver(self, subscription: str, message: InboundMessage) -> None:
+        consumer = self._consumers.get(subscription)
+        if consumer is not None:
+            consumer._on_message(message)
+
+    def confirm(self, seq: int, outcome: ConfirmOutcome) -> None:
+        # dict.pop is atomic under the GIL; no lock on the per-message path.
+        publisher = self._publishers.pop(seq, None)
+        if publisher is not None:
+            publisher._resolved(seq, outcome)
+
+    def failed(self, error: AckbridgeError) -> None:
+        for consumer in list(self._consumers.values()):
+            consumer._on_failure(error)
+
+    def generation_ended(self, generation: int, reason: str = "") -> None:
+        for consumer in list(self._consumers.values()):
+            consumer._on_generation_end(generation)
 
 
 class ConnectionBase:

@@ -15,7 +15,7 @@ from typing import Any, Literal, Unpack
 
 from ackbridge import engine, guaranteed
 from ackbridge import labels as labels_mod
-from ackbridge._base import ConnectionBase, DeliveryBase
+from ackbridge._base import ConnectionBase, DeliveryBase, EventRouter
 from ackbridge.async_consumer import AsyncConsumer, AsyncDelivery, AsyncHandler
 from ackbridge.async_publisher import AsyncConfirm, AsyncPublisher, _AsyncAckWaiter
 from ackbridge.capabilities import Topology
@@ -36,22 +36,23 @@ class _AsyncEvents:
     """The transport's view of an :class:`AsyncConnection` (its ``TransportEvents``),
     callable from any thread: each event is moved onto the event loop first."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "_router")
 
     def __init__(self, connection: AsyncConnection) -> None:
         self._conn = connection
+        self._router = EventRouter(connection._consumers, connection._publishers)
 
     def deliver(self, subscription: str, message: InboundMessage) -> None:
-        self._conn._on_loop(self._conn._deliver, subscription, message)
+        self._conn._on_loop(self._router.deliver, subscription, message)
 
     def confirm(self, seq: int, outcome: ConfirmOutcome) -> None:
-        self._conn._on_loop(self._conn._confirm, seq, outcome)
+        self._conn._on_loop(self._router.confirm, seq, outcome)
 
     def failed(self, error: AckbridgeError) -> None:
-        self._conn._on_loop(self._conn._failed, error)
+        self._conn._on_loop(self._router.failed, error)
 
     def generation_ended(self, generation: int, reason: str) -> None:
-        self._conn._on_loop(self._conn._generation_ended, generation)
+        self._conn._on_loop(self._router.generation_ended, generation, reason)
 
     def reply(self, message: InboundMessage) -> None:
         self._conn._on_loop(self._conn._reply, message)
@@ -190,24 +191,6 @@ class AsyncConnection(ConnectionBase):
         for _ in range(len(inbound)):
             fn, args = inbound.popleft()
             fn(*args)
-
-    def _deliver(self, subscription: str, message: InboundMessage) -> None:
-        consumer = self._consumers.get(subscription)
-        if consumer is not None:
-            consumer._on_message(message)
-
-    def _confirm(self, seq: int, outcome: ConfirmOutcome) -> None:
-        publisher = self._publishers.pop(seq, None)
-        if publisher is not None:
-            publisher._resolved(seq, outcome)
-
-    def _failed(self, error: AckbridgeError) -> None:
-        for consumer in list(self._consumers.values()):
-            consumer._on_failure(error)
-
-    def _generation_ended(self, generation: int) -> None:
-        for consumer in list(self._consumers.values()):
-            consumer._on_generation_end(generation)
 
     def _reply(self, message: InboundMessage) -> None:
         found = self._acks.add_reply(message)

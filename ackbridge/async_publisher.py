@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -14,7 +13,7 @@ from ackbridge import engine, guaranteed
 from ackbridge.errors import AckbridgeError, ConnectionLostError, InvalidLabelError
 from ackbridge.labels import AckCollector, AggregatedAcks
 from ackbridge.messages import ConfirmOutcome, OutboundMessage, unknown
-from ackbridge.publishing import PublisherBase, PublishOptions, next_flush_wait
+from ackbridge.publishing import ConfirmBase, PublisherBase, PublishOptions, next_flush_wait
 
 if TYPE_CHECKING:
     from ackbridge.aclient import AsyncConnection
@@ -22,22 +21,19 @@ if TYPE_CHECKING:
 log = logging.getLogger("ackbridge")
 
 
-class AsyncConfirm:
+class AsyncConfirm(ConfirmBase):
     """The broker's answer to one publish. ``await confirm`` gives its
     :class:`~ackbridge.ConfirmOutcome` (as ``await confirm.result()`` does)."""
 
-    __slots__ = ("_acks", "_attempts", "_deadline", "_future", "_publisher", "correlation_id", "message_id", "seq")
+    __slots__ = ("_future", "_publisher")
+    _acks: _AsyncAckWaiter | None
 
-    def __init__(self, seq: int, message_id: str | None, correlation_id: str | None, deadline: float,
-                 loop: asyncio.AbstractEventLoop, publisher: AsyncPublisher | None = None) -> None:
+    def __init__(self, seq: int, message: OutboundMessage, deadline: float, loop: asyncio.AbstractEventLoop,
+                 attempts: guaranteed.Attempts | None, publisher: AsyncPublisher | None = None) -> None:
+        ConfirmBase.__init__(self, seq, message, deadline, attempts)
+        #: Set for a guaranteed publish: its expiry may send it again instead of resolving it.
         self._publisher = publisher
-        self._attempts: guaranteed.Attempts | None = None
-        self.seq = seq
-        self.message_id = message_id
-        self.correlation_id = correlation_id
-        self._deadline = deadline
         self._future: asyncio.Future[ConfirmOutcome] = loop.create_future()
-        self._acks: _AsyncAckWaiter | None = None
 
     def _resolve(self, outcome: ConfirmOutcome) -> bool:
         if self._future.done():
@@ -87,8 +83,6 @@ class AsyncConfirm:
             raise InvalidLabelError("this publish requested no acknowledgements (use requested_acks=...)")
         return await self._acks.wait(timeout)
 
-    def __repr__(self) -> str:
-        return engine.confirm_repr(self)
 
 
 class _AsyncAckWaiter:
@@ -114,10 +108,7 @@ class AsyncPublisher(PublisherBase):
                  guarantee: guaranteed.Guarantee | None = None) -> None:
         super().__init__(connection, window, confirm_timeout, guarantee)
         self._connection: AsyncConnection = connection
-        #: Guaranteed publishes whose last attempt was unknown, oldest first (see ackbridge.guaranteed).
-        self._retry: deque[AsyncConfirm] = deque()
         self._retry_handle: asyncio.TimerHandle | None = None
-        self._pending: dict[int, AsyncConfirm] = {}
         self._changed = asyncio.Event()
 
 
@@ -129,10 +120,8 @@ class AsyncPublisher(PublisherBase):
         msg, attempts = self._outgoing(destination, body, options, labels, inbox)
         await self._wait_for_room()
         seq = conn._next_seq()
-        confirm = AsyncConfirm(seq, msg.message_id, msg.correlation_id,
-                               time.monotonic() + self._confirm_timeout, conn._loop,
+        confirm = AsyncConfirm(seq, msg, time.monotonic() + self._confirm_timeout, conn._loop, attempts,
                                self if attempts is not None else None)
-        confirm._attempts = attempts
         if labels is not None:
             assert msg.correlation_id is not None
             confirm._acks = conn._collect(msg.correlation_id, labels, options.get("ack_timeout", 10.0), confirm)

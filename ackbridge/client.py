@@ -13,12 +13,12 @@ from typing import Any, Literal, Unpack
 
 from ackbridge import engine, guaranteed
 from ackbridge import labels as labels_mod
-from ackbridge._base import ConnectionBase, DeliveryBase
+from ackbridge._base import ConnectionBase, DeliveryBase, EventRouter
 from ackbridge.capabilities import Topology
 from ackbridge.errors import AckbridgeError
 from ackbridge.guaranteed import GapHandler
 from ackbridge.labels import LabelAck
-from ackbridge.messages import ConfirmOutcome, InboundMessage, QueueInfo
+from ackbridge.messages import InboundMessage, QueueInfo
 from ackbridge.publishing import PublishOptions
 from ackbridge.sync_consumer import Consumer, Delivery, Handler
 from ackbridge.sync_publisher import Confirm, Publisher, _AckWaiter
@@ -30,35 +30,15 @@ log = logging.getLogger("ackbridge")
 __all__ = ["Confirm", "Connection", "Consumer", "Delivery", "Handler", "Publisher"]
 
 
-class _Events:
+class _Events(EventRouter):
     """The transport's view of a :class:`Connection` (its ``TransportEvents``): kept
     apart so the transport callbacks are not part of the public API."""
 
-    __slots__ = ("_acks_reply", "_consumers", "_publishers")
+    __slots__ = ("_acks_reply",)
 
     def __init__(self, connection: Connection) -> None:
-        self._consumers = connection._consumers
-        self._publishers = connection._publishers
+        super().__init__(connection._consumers, connection._publishers)
         self._acks_reply = connection._on_reply
-
-    def deliver(self, subscription: str, message: InboundMessage) -> None:
-        consumer = self._consumers.get(subscription)
-        if consumer is not None:
-            consumer._on_message(message)
-
-    def confirm(self, seq: int, outcome: ConfirmOutcome) -> None:
-        # dict.pop is atomic under the GIL; no lock on the per-message path.
-        publisher = self._publishers.pop(seq, None)
-        if publisher is not None:
-            publisher._resolved(seq, outcome)
-
-    def failed(self, error: AckbridgeError) -> None:
-        for consumer in list(self._consumers.values()):
-            consumer._on_failure(error)
-
-    def generation_ended(self, generation: int, reason: str) -> None:
-        for consumer in list(self._consumers.values()):
-            consumer._on_generation_end(generation)
 
     def reply(self, message: InboundMessage) -> None:
         self._acks_reply(message)

@@ -11,8 +11,9 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ackbridge import engine, guaranteed
 from ackbridge.backoff import Backoff
@@ -124,19 +125,28 @@ def next_flush_wait(oldest_deadline: float, end: float | None, now: float) -> fl
     return min(left, 1.0)
 
 
-class PendingConfirm(Protocol):
-    """What the shared decisions read and write on either face's confirm."""
+class ConfirmBase:
+    """What both faces' confirms hold: which publish it answers, when its wait
+    ends, its retransmission record and its labelled-ack waiter."""
 
-    _deadline: float
-    _attempts: guaranteed.Attempts | None
+    __slots__ = ("_acks", "_attempts", "_deadline", "correlation_id", "message_id", "seq")
+
+    def __init__(self, seq: int, message: OutboundMessage, deadline: float,
+                 attempts: guaranteed.Attempts | None) -> None:
+        self.seq = seq
+        self.message_id = message.message_id
+        self.correlation_id = message.correlation_id
+        self._deadline = deadline
+        self._attempts = attempts
+        self._acks: Any = None
+
+    def __repr__(self) -> str:
+        return engine.confirm_repr(self)
 
 
 class PublisherBase:
     """What the sync and async publishers share: the window, the confirm timeout
     and the guaranteed-publishing state (retransmission, sequence numbers)."""
-
-    _pending: dict[int, Any]
-    _retry: Any
 
     def __init__(self, connection: ConnectionBase, window: int, confirm_timeout: float,
                  guarantee: guaranteed.Guarantee | None) -> None:
@@ -148,6 +158,9 @@ class PublisherBase:
         self.retransmitted = 0
         self.window = window
         self._confirm_timeout = confirm_timeout
+        self._pending: dict[int, Any] = {}
+        #: Guaranteed publishes whose last attempt was unknown, oldest first, to send again.
+        self._retry: deque[Any] = deque()
 
     @property
     def in_flight(self) -> int:
@@ -173,7 +186,7 @@ class PublisherBase:
             return message, None
         return message, guaranteed.Attempts(destination, message, time.monotonic() + guarantee.deadline)
 
-    def _final(self, confirm: PendingConfirm, outcome: ConfirmOutcome) -> ConfirmOutcome | None:
+    def _final(self, confirm: ConfirmBase, outcome: ConfirmOutcome) -> ConfirmOutcome | None:
         """The outcome to resolve *confirm* with; None when it is to be sent again."""
         attempts = confirm._attempts
         if attempts is None or self._guarantee is None:
@@ -183,13 +196,13 @@ class PublisherBase:
             self._backoff.reset()  # the broker answers again: retransmit promptly next time
         return final
 
-    def _due_retry(self, confirm: PendingConfirm) -> None:
+    def _due_retry(self, confirm: ConfirmBase) -> None:
         """Note that *confirm* waits for a retransmission: result() and flush() wait
         on its deadline, which the resender gives up before."""
         assert confirm._attempts is not None
         confirm._deadline = confirm._attempts.give_up_at + self._confirm_timeout
 
-    def _next_attempt(self, confirm: PendingConfirm, seq: int, now: float) -> guaranteed.Attempts | None:
+    def _next_attempt(self, confirm: ConfirmBase, seq: int, now: float) -> guaranteed.Attempts | None:
         """Count one more send of *confirm* under the new *seq*, registered as pending;
         None when its retransmit deadline has passed (resolve it unknown instead)."""
         attempts = confirm._attempts

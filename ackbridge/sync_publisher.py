@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Unpack
 
@@ -14,7 +13,7 @@ from ackbridge import engine, guaranteed
 from ackbridge.errors import AckbridgeError, ConnectionLostError, InvalidLabelError
 from ackbridge.labels import AckCollector, AggregatedAcks
 from ackbridge.messages import ConfirmOutcome, OutboundMessage, unknown
-from ackbridge.publishing import PublisherBase, PublishOptions, next_flush_wait
+from ackbridge.publishing import ConfirmBase, PublisherBase, PublishOptions, next_flush_wait
 
 if TYPE_CHECKING:
     from ackbridge.client import Connection
@@ -22,26 +21,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("ackbridge")
 
 
-class Confirm:
+class Confirm(ConfirmBase):
     """The broker's answer to one publish. Resolves exactly once, by
     ``confirm_timeout`` at the latest (then as unknown)."""
 
     # No per-confirm Event or Lock: waiting uses the publisher's condition, so a
     # publish costs one lock round-trip (this is the hot path).
-    __slots__ = ("_acks", "_attempts", "_callbacks", "_deadline", "_outcome", "_publisher", "correlation_id",
-                 "message_id", "seq")
+    __slots__ = ("_callbacks", "_outcome", "_publisher")
+    _acks: _AckWaiter | None
 
-    def __init__(self, publisher: Publisher, seq: int, message_id: str | None, correlation_id: str | None,
-                 deadline: float) -> None:
+    def __init__(self, publisher: Publisher, seq: int, message: OutboundMessage,
+                 attempts: guaranteed.Attempts | None) -> None:
+        ConfirmBase.__init__(self, seq, message, 0.0, attempts)
         self._publisher = publisher
-        self.seq = seq
-        self.message_id = message_id
-        self.correlation_id = correlation_id
-        self._deadline = deadline
         self._outcome: ConfirmOutcome | None = None
         self._callbacks: list[Callable[[Confirm], None]] | None = None
-        self._acks: _AckWaiter | None = None
-        self._attempts: guaranteed.Attempts | None = None
 
     def done(self) -> bool:
         """True once the outcome is known."""
@@ -88,8 +82,6 @@ class Confirm:
             raise InvalidLabelError("this publish requested no acknowledgements (use requested_acks=...)")
         return self._acks.wait(timeout)
 
-    def __repr__(self) -> str:
-        return engine.confirm_repr(self)
 
 
 class _AckWaiter:
@@ -112,8 +104,6 @@ class Publisher(PublisherBase):
                  guarantee: guaranteed.Guarantee | None = None) -> None:
         super().__init__(connection, window, confirm_timeout, guarantee)
         self._connection: Connection = connection
-        #: Guaranteed publishes whose last attempt was unknown, oldest first, to send again at _retry_at.
-        self._retry: deque[Confirm] = deque()
         self._retry_at = 0.0
         self._resender: threading.Thread | None = None
         # Enter the C-level lock on the hot path; the Condition shares it for waiting.
@@ -129,7 +119,6 @@ class Publisher(PublisherBase):
         self._flush_waiters = 0
         self._room_waiters = 0
         self._low_water = window - max(1, window // 4)
-        self._pending: dict[int, Confirm] = {}
 
 
     def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> Confirm:
@@ -142,8 +131,7 @@ class Publisher(PublisherBase):
         inbox = conn._inbox() if labels is not None and engine.needs_inbox(labels) else None
         msg, attempts = self._outgoing(destination, body, options, labels, inbox)
         seq = next(conn._seq)
-        confirm = Confirm(self, seq, msg.message_id, msg.correlation_id, 0.0)
-        confirm._attempts = attempts
+        confirm = Confirm(self, seq, msg, attempts)
         with self._lock:
             while len(self._pending) + len(self._retry) >= self.window:
                 self._wait_for_room_locked()

@@ -28,7 +28,7 @@ from ackbridge.files import PRIVATE_FILE, parse_mode
 OWN_OPTIONS = (
     "url", "queue", "topic", "address", "subscribe", "username", "password", "prefetch", "maxRecordsPerBatch",
     "writeAheadPath", "writeAheadFileMode", "settleOnPlan", "availableNowIdleMs", "dedupeReplayed",
-    "failOnDataLoss", "testSeverAfterBatches", "testSeverAfterRows", "testFailAfterRows",
+    "failOnDataLoss", "parallelism", "testSeverAfterBatches", "testSeverAfterRows", "testFailAfterRows",
     "confirmTimeout", "window", "messageIdPrefix",
 )
 _OWN = {name.lower() for name in OWN_OPTIONS}
@@ -120,6 +120,8 @@ class ConnectorOptions:
     test_fail_after_rows: int = 0
     #: A gap reported by loss detection (``ackbridge-seq`` numbers) fails the query.
     fail_on_data_loss: bool = False
+    #: Reader processes (each with its own broker connection) and the least partitions per batch.
+    parallelism: int = 1
     #: Everything else, passed to ``ackbridge.connect`` (plugin options such as ``lease_timeout``).
     passthrough: Mapping[str, str] = field(repr=False, default_factory=dict)
 
@@ -203,10 +205,12 @@ def parse(options: Mapping[str, str], *, check_plugin: bool = True) -> Connector
         test_sever_after_rows=_int(opts, "testseverafterrows", 0, minimum=0),
         test_fail_after_rows=_int(opts, "testfailafterrows", 0, minimum=0),
         fail_on_data_loss=_bool(opts, "failondataloss", False),
+        parallelism=_int(opts, "parallelism", 1),
         passthrough=passthrough,
     )
     if check_plugin:
-        from ackbridge_spark.validation import check_broker_options
+        from ackbridge_spark.validation import check_broker_options, check_parallelism
 
         check_broker_options(parsed)
+        check_parallelism(parsed)
     return parsed

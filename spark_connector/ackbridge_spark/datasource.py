@@ -46,9 +46,14 @@ class AckbridgeDataSource(DataSource):
         return parsed
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        parsed = self._parsed()
+        if parsed.parallelism > 1:
+            from ackbridge_spark.parallel import ParallelStreamReader
+
+            return ParallelStreamReader(parsed)
         from ackbridge_spark.source import AckbridgeStreamReader
 
-        return AckbridgeStreamReader(self._parsed())
+        return AckbridgeStreamReader(parsed)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from ackbridge_spark.sink import AckbridgeBatchWriter

@@ -26,15 +26,18 @@ log = logging.getLogger("ackbridge.spark")
 
 
 class AckbridgePartition(InputPartition):
-    """One micro-batch's rows: Arrow IPC bytes, or the path of a write-ahead file."""
+    """One micro-batch's rows: Arrow IPC bytes, or the path of a write-ahead file
+    (with *rows*, only the row range ``[start, stop)`` of it)."""
 
-    def __init__(self, ipc: bytes | None = None, path: str | None = None) -> None:
+    def __init__(self, ipc: bytes | None = None, path: str | None = None,
+                 rows: tuple[int, int] | None = None) -> None:
         super().__init__(path or len(ipc or b""))
         self.ipc = ipc
         self.path = path
+        self.rows = rows
 
     def __repr__(self) -> str:
-        return f"AckbridgePartition(path={self.path!r}, bytes={len(self.ipc or b'')})"
+        return f"AckbridgePartition(path={self.path!r}, bytes={len(self.ipc or b'')}, rows={self.rows})"
 
 
 class CommittedSettlement:

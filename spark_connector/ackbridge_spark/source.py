@@ -296,14 +296,7 @@ class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, Support
         return [AckbridgePartition(ipc=ipc)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, AckbridgePartition)
-        if partition.path is not None:
-            with open(partition.path, "rb") as fh:
-                batches = from_ipc(fh.read())
-        else:
-            batches = from_ipc(partition.ipc or b"")
-        for batch in batches:
-            yield batch.cast(ARROW_SCHEMA) if batch.schema != ARROW_SCHEMA else batch
+        return read_partition(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         e = _seq(end)
@@ -348,3 +341,19 @@ class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, Support
 
 def _is_stale(delivery: Any) -> bool:
     return bool(delivery.stale)
+
+
+def read_partition(partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """The rows of *partition* (runs on an executor)."""
+    assert isinstance(partition, AckbridgePartition)
+    if partition.path is not None:
+        with open(partition.path, "rb") as fh:
+            batches = from_ipc(fh.read())
+    else:
+        batches = from_ipc(partition.ipc or b"")
+    if partition.rows is not None:
+        table = pa.Table.from_batches(batches, schema=batches[0].schema) if batches else None
+        lo, hi = partition.rows
+        batches = table.slice(lo, hi - lo).to_batches() if table is not None else []
+    for batch in batches:
+        yield batch.cast(ARROW_SCHEMA) if batch.schema != ARROW_SCHEMA else batch

@@ -67,3 +67,20 @@ def check_broker_options(options: ConnectorOptions) -> None:
         raise InvalidOptionError(_scrubbed(str(exc), secret)) from None
     except AckbridgeError as exc:
         raise type(exc)(_scrubbed(str(exc), secret)) from None
+
+
+def check_parallelism(options: ConnectorOptions) -> None:
+    """``parallelism=N`` needs sources N readers can share (see :mod:`ackbridge_spark.parallel`)."""
+    n, sources = options.parallelism, options.sources
+    if n == 1 or len(sources) >= n:
+        return  # one reader, or each reader its own share of the sources
+    scheme = parse_url(options.url).scheme
+    if scheme in ("mqtt", "mqtts"):
+        raise InvalidOptionError(
+            f"parallelism={n} with {len(sources)} MQTT topic(s): a topic's persistent session can have one "
+            f"reader only; list at least {n} topics/filters (each reader takes its share) or lower parallelism")
+    if options.fail_on_data_loss:
+        raise InvalidOptionError(
+            f"failOnDataLoss=true with parallelism={n} over {len(sources)} source(s): competing readers each see "
+            "part of a producer's sequence, so a gap cannot be told from a message another reader took; list at "
+            f"least {n} sources or use parallelism=1")

@@ -75,10 +75,9 @@ def test_two_rabbitmq_queues_in_one_query(spark: Any, tmp_path: Path) -> None:
 
 @pytest.mark.mqtt
 def test_mqtt_wildcard_filter_over_three_topics(spark: Any, tmp_path: Path) -> None:
+    from ackbridge_mqtt.sessions import derived_session_id
     from tests.conftest import require_port
     from tests.mqtt.harness import MqttHarness
-
-    from ackbridge_mqtt.sessions import derived_session_id
 
     require_port(1883, "Mosquitto")
     harness = MqttHarness("5")

@@ -5,12 +5,7 @@ messages at a time (``$JS.API.CONSUMER.MSG.NEXT``), so no more than
 ``prefetch`` deliveries are ever in flight to one ackbridge consumer; the
 durable's ``max_ack_pending`` bounds it server-side as well. A pull request
 that expires (status 408) or is cut short (409) hands its unused credit back
-(``Nats-Pending-Messages``) and a new one is sent. A pull request that gets no
-answer at all within ``expires`` + :data:`LOST_REQUEST_GRACE` (neither a message
-nor a status) was lost -- nats-server drops a request that arrives while
-JetStream is still loading its streams after a restart -- and its credit is
-taken back, so the subscription does not stall with its credit in a request
-nobody holds.
+(``Nats-Pending-Messages``) and a new one is sent.
 
 The reply subjects of deliveries not yet settled are kept, so that a closed
 consumer or an ended generation can ``-NAK`` them: JetStream then redelivers
@@ -36,8 +31,6 @@ from ackbridge_nats.link import describe, seconds_ns
 log = logging.getLogger("ackbridge.nats")
 
 NAK = b"-NAK"
-#: Seconds past a pull request's ``expires`` after which silence means the server never took it.
-LOST_REQUEST_GRACE = 2.0
 
 
 class PullSubscription:
@@ -64,8 +57,6 @@ class PullSubscription:
         self.consumer_gone = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._requests_ended: asyncio.Event | None = None
-        #: Messages and statuses received on the current inbox (a lost request sees none).
-        self._answers = 0
         self._next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
 
     async def start(self, client: Client, generation: int) -> None:
@@ -85,7 +76,6 @@ class PullSubscription:
             return
         if inbox != self.inbox:
             return  # an earlier generation's inbox: released on reconnect
-        self._answers += 1
         self.requested = max(0, self.requested - 1)
         self.outstanding[reply] = None
         if self.closed:
@@ -99,7 +89,6 @@ class PullSubscription:
             self._requests_ended.set()
 
     def _on_status(self, msg: Msg) -> None:
-        self._answers += 1
         headers = msg.headers or {}
         status = headers.get("Status", "")
         if status == "100":  # idle heartbeat
@@ -140,20 +129,6 @@ class PullSubscription:
         except Exception as exc:  # the link's closed callback ends the generation
             self.requested -= free
             log.debug("ackbridge-nats: pull request on %s not sent: %s", self.source, describe(exc))
-            return
-        asyncio.get_running_loop().call_later(self.expires_ns / 1e9 + LOST_REQUEST_GRACE, self._check_answered,
-                                              self.inbox, self._answers)
-
-    def _check_answered(self, inbox: str, answers: int) -> None:
-        """Take back the credit of requests that got no answer since *answers* (lost), and ask again."""
-        if self.closed or inbox != self.inbox or self._answers != answers or not self.requested:
-            return
-        log.info("ackbridge-nats: a pull request on %s got no answer (JetStream not ready after a restart?); "
-                 "asking again", self.source)
-        self.requested = 0
-        task = asyncio.get_running_loop().create_task(self.top_up())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     def settled(self, reply: str) -> None:
         self.outstanding.pop(reply, None)

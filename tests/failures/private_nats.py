@@ -66,8 +66,9 @@ class PrivateNats:
         return f"nats://{auth}127.0.0.1:{self.port}"
 
     def add_stream(self, subject: str, *, user: str | None = None, password: str | None = None,
-                   file_storage: bool = True) -> None:
-        """A work-queue stream (file store by default) and ackbridge's durable consumer for *subject*."""
+                   file_storage: bool = True, ack_wait: float = 30.0) -> None:
+        """A work-queue stream (file store by default) and ackbridge's durable consumer for *subject*
+        (*ack_wait*: seconds before JetStream redelivers an unacked message; 30 is its default)."""
         import nats
         from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
 
@@ -81,7 +82,8 @@ class PrivateNats:
                 await jsm.add_stream(StreamConfig(name=stream_name(subject), subjects=[subject],
                                                   retention=RetentionPolicy.WORK_QUEUE, storage=storage))
                 await jsm.add_consumer(stream_name(subject), ConsumerConfig(
-                    durable_name=DEFAULT_DURABLE, ack_policy=AckPolicy.EXPLICIT, filter_subject=subject))
+                    durable_name=DEFAULT_DURABLE, ack_policy=AckPolicy.EXPLICIT, filter_subject=subject,
+                    ack_wait=ack_wait))
             finally:
                 await client.close()
 

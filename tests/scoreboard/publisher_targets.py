@@ -1,0 +1,178 @@
+"""Where the publisher rows run: per broker, a queue, how to restart the broker, and what its confirm survives.
+
+Broker restarts are real: RabbitMQ ``rabbitmqctl stop_app`` / ``start_app``
+(the shared broker; ``start_app`` always runs, in a ``finally``), a private
+Mosquitto with persistence SIGKILLed and started again on its store, a
+private nats-server with a JetStream file store SIGKILLed and started again.
+The embedded broker lives inside its publisher's process: its "restart" is
+that process being SIGKILLed (see :mod:`tests.scoreboard.publisher`).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ackbridge.capabilities import Durability
+
+#: How long the broker stays down in a restart (the fault's duration, not a wait for state).
+OUTAGE_S = 2.0
+
+#: The scoreboard stream's ack_wait (JetStream's default is 30 s).
+NATS_ACK_WAIT_S = 5.0
+
+#: Mosquitto's settings for the shortest unsaved window (capabilities: "in memory until the next save").
+MOSQUITTO_DURABLE = "autosave_on_changes true\nautosave_interval 1\n"
+
+
+Hook = Callable[[], None]
+
+
+@dataclass
+class Target:
+    broker: str
+    url: str
+    options: dict[str, Any]
+    #: consume() from here; publish to ``publish_to``.
+    queue: str
+    publish_to: str
+    #: What a confirm has survived on this broker (from its capability table).
+    durability: Durability
+    #: restart(issuing, down): calls issuing() just before the stop/kill is issued and down() once
+    #: the broker is down; keeps it down OUTAGE_S, starts it, returns once it listens again.
+    restart: Callable[[Hook, Hook], None] | None = None
+    #: What restart() does, for the method text.
+    restart_how: str = ""
+    cleanups: list[Callable[[], None]] = field(default_factory=list)
+
+    def cleanup(self) -> None:
+        for step in reversed(self.cleanups):
+            try:
+                step()
+            except Exception as exc:  # cleanup must not hide the row
+                print(f"cleanup of {self.broker}: {type(exc).__name__}: {exc}", flush=True)
+
+
+def _rabbitmqctl(*args: str) -> None:
+    subprocess.run(["rabbitmqctl", "-q", *args], capture_output=True, text=True, timeout=120, check=True)
+
+
+def rabbit_restart(issuing: Hook, down: Hook) -> None:
+    """``stop_app``, OUTAGE_S down, ``start_app``: the shared broker is always started again."""
+    try:
+        issuing()
+        _rabbitmqctl("stop_app")
+        down()
+        time.sleep(OUTAGE_S)
+    finally:
+        _rabbitmqctl("start_app")
+        _rabbitmqctl("await_startup")
+
+
+def _rabbit(queue_type: str) -> Target:
+    from ackbridge_rabbitmq.common import CLASSIC, QUORUM
+    from tests.rabbitmq.harness import RabbitHarness
+
+    harness = RabbitHarness(queue_type)
+    queue = harness.new_queue(dead_letter=False)
+    caps = QUORUM if queue_type == "quorum" else CLASSIC
+    return Target(f"rabbitmq-{queue_type}", harness.url(), harness.connect_options(), queue, queue,
+                  caps.confirm_durability.level, rabbit_restart, "rabbitmqctl stop_app; 2 s; start_app",
+                  [harness.cleanup])
+
+
+def _amqp10() -> Target:
+    from ackbridge_amqp10.capabilities import RABBITMQ
+    from tests.amqp10.harness import Amqp10Harness
+
+    harness = Amqp10Harness()
+    address = harness.new_queue(dead_letter=False)
+    return Target("amqp10-rabbitmq", harness.url(), harness.connect_options(), address,
+                  harness.publish_target(address), RABBITMQ.confirm_durability.level, rabbit_restart,
+                  "rabbitmqctl stop_app; 2 s; start_app", [harness.cleanup])
+
+
+def _mqtt() -> Target:
+    from ackbridge_mqtt.capabilities import CAPABILITIES_V5
+    from tests.failures.private_mosquitto import PrivateMosquitto
+
+    broker = PrivateMosquitto(persistence=True, extra=MOSQUITTO_DURABLE)
+    broker.start()
+
+    def restart(issuing: Hook, down: Hook) -> None:
+        issuing()
+        broker.kill()
+        down()
+        time.sleep(OUTAGE_S)
+        broker.start()
+
+    topic = f"abtest/pub/{uuid.uuid4().hex[:10]}"
+    return Target("mqtt-5", broker.url(), {"protocol": "5", "reconnect_max_delay": 0.5}, topic, topic,
+                  CAPABILITIES_V5.confirm_durability.level, restart,
+                  "private Mosquitto (persistence true, autosave_on_changes true, autosave_interval 1) "
+                  "SIGKILLed; 2 s; started on its store", [lambda: broker.__exit__(None, None, None)])
+
+
+def _nats() -> Target:
+    from ackbridge_nats.capabilities import CAPABILITIES
+    from tests.failures.private_nats import PrivateNats
+
+    server = PrivateNats()
+    server.start()
+    subject = f"abtest.pub.{uuid.uuid4().hex[:10]}"
+    # JetStream keeps a consumer's acks in memory and writes them later: after a SIGKILL the acks
+    # since the last write are gone, those messages count against max_ack_pending (the consumer's
+    # prefetch) and nothing more is delivered until ack_wait redelivers them. 5 s keeps the row short.
+    server.add_stream(subject, file_storage=True, ack_wait=NATS_ACK_WAIT_S)
+
+    def restart(issuing: Hook, down: Hook) -> None:
+        issuing()
+        server.kill()
+        down()
+        time.sleep(OUTAGE_S)
+        server.start()
+
+    return Target("nats-jetstream", server.url(), {"reconnect_max_delay": 0.5}, subject, subject,
+                  CAPABILITIES.confirm_durability.level, restart,
+                  "private nats-server (JetStream file store) SIGKILLed; 2 s; started on its store",
+                  [lambda: server.__exit__(None, None, None)])
+
+
+def _embedded() -> Target:
+    from ackbridge_local.transport import CAPABILITIES
+    from tests.local.harness import LocalHarness
+
+    directory = Path(tempfile.mkdtemp(prefix="scoreboard-pub-"))
+    harness = LocalHarness(directory)
+    queue = harness.new_queue(dead_letter=False)
+
+    def remove() -> None:
+        import shutil
+
+        shutil.rmtree(directory, ignore_errors=True)
+
+    return Target("embedded", harness.url(), {}, queue, queue, CAPABILITIES.confirm_durability.level, None,
+                  "the publisher's process (the broker lives in it) SIGKILLed", [remove, harness.cleanup])
+
+
+TARGETS: dict[str, Callable[[], Target]] = {
+    "embedded": _embedded,
+    "rabbitmq-classic": lambda: _rabbit("classic"),
+    "rabbitmq-quorum": lambda: _rabbit("quorum"),
+    "amqp10-rabbitmq": _amqp10,
+    "mqtt-5": _mqtt,
+    "nats-jetstream": _nats,
+}
+
+#: The restart fault's name per broker (the embedded broker restarts with its publisher's process).
+RESTART_FAULT = {name: ("process-kill" if name == "embedded" else "broker-restart") for name in TARGETS}
+
+#: Levels at which a broker may itself lose a confirm it gave when it is killed (its capability
+#: table says so): such a loss is counted in its own column, never hidden in LOST.
+LOSES_ON_KILL = {Durability.UNTIL_NEXT_SAVE, Durability.IN_MEMORY}

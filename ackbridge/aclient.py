@@ -11,16 +11,16 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, Unpack
+from typing import Any, Unpack
 
-from ackbridge import engine, guaranteed
+from ackbridge import engine
 from ackbridge import labels as labels_mod
 from ackbridge._base import ConnectionBase, DeliveryBase, EventRouter
 from ackbridge.async_consumer import AsyncConsumer, AsyncDelivery, AsyncHandler
 from ackbridge.async_publisher import AsyncConfirm, AsyncPublisher, _AsyncAckWaiter
 from ackbridge.capabilities import Topology
 from ackbridge.errors import AckbridgeError
-from ackbridge.guaranteed import GapHandler
+from ackbridge.keywords import ConsumeOptions, PublisherOptions
 from ackbridge.labels import LabelAck
 from ackbridge.messages import ConfirmOutcome, InboundMessage, QueueInfo
 from ackbridge.publishing import PublishOptions
@@ -125,33 +125,21 @@ class AsyncConnection(ConnectionBase):
         self.capabilities.require_topology(Topology.INSPECT_QUEUE)
         return await self._transport.inspect_queue_async(name)
 
-    async def consume(self, source: str, *, prefetch: int | None = None,
-                      conflate_count: int | Literal["manual"] | None = None,
-                      conflate_ms: float | None = None, max_deliveries: int | None = None,
-                      handler: AsyncHandler | None = None, dedupe_window: int | None = None,
-                      on_gap: str | GapHandler | None = None) -> AsyncConsumer:
+    async def consume(self, source: str, *, handler: AsyncHandler | None = None,
+                      **options: Unpack[ConsumeOptions]) -> AsyncConsumer:
         """Subscribe to *source*; see :meth:`ackbridge.client.Connection.consume`. With
         *handler*, it is called with each delivery, one at a time in arrival order, on
         the event loop, and what it returns is awaited if it is awaitable."""
-        plan = engine.plan_consumer(self.capabilities, self._options, handler, prefetch=prefetch,
-                                    conflate_count=conflate_count, conflate_ms=conflate_ms,
-                                    max_deliveries=max_deliveries)
-        guard = (guaranteed.ConsumerGuard(dedupe_window, on_gap, source)
-                 if dedupe_window is not None or on_gap is not None else None)
-        consumer = AsyncConsumer(self, plan.subscription, source, plan.ledger, plan.conflate_ms, handler, guard)
+        plan = engine.plan_consumer(self.capabilities, self._options, source, handler, options)
+        consumer = AsyncConsumer(self, plan.subscription, source, plan.ledger, plan.conflate_ms, handler,
+                                 plan.guard)
         self._consumers[plan.subscription] = consumer
         await self._transport.subscribe_async(plan.subscription, source, prefetch=plan.prefetch)
         return consumer
 
-    def publisher(self, *, window: int | None = None, confirm_timeout: float | None = None,
-                  retransmit: bool = False, max_attempts: int = 5, retransmit_deadline: float = 120.0,
-                  sequence: bool = False, producer_id: str | None = None) -> AsyncPublisher:
+    def publisher(self, **options: Unpack[PublisherOptions]) -> AsyncPublisher:
         """See :meth:`ackbridge.Connection.publisher`."""
-        opts = engine.publisher_options(self._options, window=window, confirm_timeout=confirm_timeout)
-        guarantee = guaranteed.plan_guarantee(retransmit=retransmit, max_attempts=max_attempts,
-                                              retransmit_deadline=retransmit_deadline, sequence=sequence,
-                                              producer_id=producer_id)
-        return AsyncPublisher(self, opts["window"], opts["confirm_timeout"], guarantee)
+        return AsyncPublisher(self, *engine.plan_publisher(self._options, options))
 
     async def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> AsyncConfirm:
         """Publish through the connection's default publisher (see :meth:`AsyncPublisher.publish`)."""

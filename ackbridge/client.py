@@ -9,14 +9,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
-from typing import Any, Literal, Unpack
+from typing import Any, Unpack
 
-from ackbridge import engine, guaranteed
+from ackbridge import engine
 from ackbridge import labels as labels_mod
 from ackbridge._base import ConnectionBase, DeliveryBase, EventRouter
 from ackbridge.capabilities import Topology
 from ackbridge.errors import AckbridgeError
-from ackbridge.guaranteed import GapHandler
+from ackbridge.keywords import ConsumeOptions, PublisherOptions
 from ackbridge.labels import LabelAck
 from ackbridge.messages import InboundMessage, QueueInfo
 from ackbridge.publishing import PublishOptions
@@ -112,11 +112,8 @@ class Connection(ConnectionBase):
         self.capabilities.require_topology(Topology.INSPECT_QUEUE)
         return self._transport.inspect_queue(name)
 
-    def consume(self, source: str, *, prefetch: int | None = None,
-                conflate_count: int | Literal["manual"] | None = None,
-                conflate_ms: float | None = None, max_deliveries: int | None = None,
-                handler: Handler | None = None, dedupe_window: int | None = None,
-                on_gap: str | GapHandler | None = None) -> Consumer:
+    def consume(self, source: str, *, handler: Handler | None = None,
+                **options: Unpack[ConsumeOptions]) -> Consumer:
         """Subscribe to *source*. Without *handler*, take deliveries with get() or by
         iterating. With it, ``handler(delivery)`` is called for each delivery, one at
         a time in arrival order, on the transport's own thread (no hand-off between
@@ -131,20 +128,14 @@ class Connection(ConnectionBase):
         ``"warn"`` (a log warning), ``"raise"`` (get() raises DataLossError) or a
         callable ``on_gap(producer_id, missing_numbers)``; ``gaps`` and ``missing``
         count and list them."""
-        plan = engine.plan_consumer(self.capabilities, self._options, handler, prefetch=prefetch,
-                                    conflate_count=conflate_count, conflate_ms=conflate_ms,
-                                    max_deliveries=max_deliveries)
-        guard = (guaranteed.ConsumerGuard(dedupe_window, on_gap, source)
-                 if dedupe_window is not None or on_gap is not None else None)
-        consumer = Consumer(self, plan.subscription, source, plan.ledger, plan.conflate_ms, handler, guard)
+        plan = engine.plan_consumer(self.capabilities, self._options, source, handler, options)
+        consumer = Consumer(self, plan.subscription, source, plan.ledger, plan.conflate_ms, handler, plan.guard)
         with self._lock:
             self._consumers[plan.subscription] = consumer
         self._transport.subscribe(plan.subscription, source, prefetch=plan.prefetch)
         return consumer
 
-    def publisher(self, *, window: int | None = None, confirm_timeout: float | None = None,
-                  retransmit: bool = False, max_attempts: int = 5, retransmit_deadline: float = 120.0,
-                  sequence: bool = False, producer_id: str | None = None) -> Publisher:
+    def publisher(self, **options: Unpack[PublisherOptions]) -> Publisher:
         """A publisher with its own window of unconfirmed publishes (defaults: the
         connection's ``window`` and ``confirm_timeout``).
 
@@ -160,11 +151,7 @@ class Connection(ConnectionBase):
                 message, for consumers' loss detection (``consume(on_gap=...)``).
             producer_id: the producer id stamped (default: a random one per publisher).
         """
-        opts = engine.publisher_options(self._options, window=window, confirm_timeout=confirm_timeout)
-        guarantee = guaranteed.plan_guarantee(retransmit=retransmit, max_attempts=max_attempts,
-                                              retransmit_deadline=retransmit_deadline, sequence=sequence,
-                                              producer_id=producer_id)
-        return Publisher(self, opts["window"], opts["confirm_timeout"], guarantee)
+        return Publisher(self, *engine.plan_publisher(self._options, options))
 
     def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> Confirm:
         """Publish through the connection's default publisher (see :meth:`Publisher.publish`)."""

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import inspect
+from collections.abc import Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 from ackbridge.errors import ConfigurationError
 from ackbridge.options import CONNECTION_OPTIONS, CORE_OPTIONS, resolve_options
@@ -13,6 +14,8 @@ from ackbridge.urls import BrokerURL, parse_url
 if TYPE_CHECKING:
     from ackbridge.aclient import AsyncConnection
     from ackbridge.client import Connection
+
+P = ParamSpec("P")
 
 
 def resolve(url: str, options: Mapping[str, Any]) -> tuple[BrokerURL, AdapterSpec, dict[str, Any], dict[str, Any]]:
@@ -47,6 +50,22 @@ def _given(named: Mapping[str, Any], plugin_options: Mapping[str, Any]) -> dict[
     given = {k: v for k, v in named.items() if v is not None}
     given.update(plugin_options)
     return given
+
+
+def _options_of(
+    sync: Callable[P, Connection],
+) -> Callable[[Callable[..., Coroutine[Any, Any, AsyncConnection]]], Callable[P, Coroutine[Any, Any, AsyncConnection]]]:
+    """Give the decorated coroutine function the parameters of *sync*, for type
+    checkers (through ParamSpec) and for help() (through ``__signature__``)."""
+
+    def adopt(
+        fn: Callable[..., Coroutine[Any, Any, AsyncConnection]],
+    ) -> Callable[P, Coroutine[Any, Any, AsyncConnection]]:
+        fn.__signature__ = inspect.signature(sync).replace(  # type: ignore[attr-defined]
+            return_annotation="AsyncConnection")
+        return fn
+
+    return adopt
 
 
 def connect(
@@ -90,47 +109,23 @@ def connect(
         **plugin_options: the plugin's own options (``ackbridge plugins`` lists them);
             an unknown name raises InvalidOptionError with a "did you mean".
     """
+    # First statement: every local is a named option (None: "not given").
+    named = {k: v for k, v in locals().items() if k not in ("url", "plugin_options")}
     from ackbridge.client import Connection
 
-    named = dict(prefetch=prefetch, conflate_count=conflate_count, conflate_ms=conflate_ms, window=window,
-                 confirm_timeout=confirm_timeout, max_deliveries=max_deliveries, connect_timeout=connect_timeout,
-                 heartbeat=heartbeat, reconnect=reconnect, reconnect_max_delay=reconnect_max_delay,
-                 tls_verify=tls_verify, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file,
-                 tls_key_file=tls_key_file)
     parsed, spec, core, transport = resolve(url, _given(named, plugin_options))
     if spec.sync_transport is None:
         raise ConfigurationError(f"adapter {spec.name} has no sync transport; use connect_async()")
     return Connection(parsed, spec.sync_transport, core, transport).open()
 
 
-async def connect_async(
-    url: str,
-    *,
-    prefetch: int | None = None,
-    conflate_count: int | None = None,
-    conflate_ms: float | None = None,
-    window: int | None = None,
-    confirm_timeout: float | None = None,
-    max_deliveries: int | None = None,
-    connect_timeout: float | None = None,
-    heartbeat: float | None = None,
-    reconnect: bool | None = None,
-    reconnect_max_delay: float | None = None,
-    tls_verify: bool | None = None,
-    tls_ca_file: str | None = None,
-    tls_cert_file: str | None = None,
-    tls_key_file: str | None = None,
-    **plugin_options: Any,
-) -> AsyncConnection:
-    """Open an asyncio connection to the broker at *url*; the options are those of :func:`connect`."""
+@_options_of(connect)
+async def connect_async(url: str, **options: Any) -> AsyncConnection:
+    """Open an asyncio connection to the broker at *url*; it takes the options of
+    :func:`connect` (declared there once; type checkers see them here too)."""
     from ackbridge.aclient import AsyncConnection
 
-    named = dict(prefetch=prefetch, conflate_count=conflate_count, conflate_ms=conflate_ms, window=window,
-                 confirm_timeout=confirm_timeout, max_deliveries=max_deliveries, connect_timeout=connect_timeout,
-                 heartbeat=heartbeat, reconnect=reconnect, reconnect_max_delay=reconnect_max_delay,
-                 tls_verify=tls_verify, tls_ca_file=tls_ca_file, tls_cert_file=tls_cert_file,
-                 tls_key_file=tls_key_file)
-    parsed, spec, core, transport = resolve(url, _given(named, plugin_options))
+    parsed, spec, core, transport = resolve(url, _given(options, {}))
     connection = AsyncConnection(parsed, spec.async_type(), core, transport)
     await connection.open()
     return connection

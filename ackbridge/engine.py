@@ -19,7 +19,8 @@ from typing import Any
 from ackbridge import labels as labels_mod
 from ackbridge.capabilities import Capabilities, Level, Verb
 from ackbridge.errors import AckbridgeError, InvalidLabelError, InvalidOptionError
-from ackbridge.guaranteed import ConsumerGuard
+from ackbridge.guaranteed import ConsumerGuard, Guarantee, plan_guarantee
+from ackbridge.keywords import ConsumeOptions, PublisherOptions, check_keywords
 from ackbridge.labels import AckCollector, LabelAck, check_request
 from ackbridge.messages import ConfirmOutcome, InboundMessage, WireSettle, WireVerb, refused, unknown
 from ackbridge.options import CORE_OPTIONS, resolve_options
@@ -33,23 +34,22 @@ MANUAL = "manual"
 _NEVER = 2**62
 
 # ---- options -----------------------------------------------------------------------
-def consumer_options(base: Mapping[str, Any], **given: Any) -> dict[str, Any]:
-    """Connection-level consumer options overridden by consume()'s arguments."""
-    merged = {k: v for k, v in base.items() if k in _CONSUMER_OPTIONS}
-    merged.update({k: v for k, v in given.items() if v is not None})
-    manual = merged.get("conflate_count") == MANUAL
-    if manual:
-        del merged["conflate_count"]
-    resolved = resolve_options(CORE_OPTIONS, merged, owner="consume()")
-    if manual:
-        resolved["conflate_count"] = _NEVER
-    return resolved
+def _merged(base: Mapping[str, Any], names: Iterable[str], given: Mapping[str, Any]) -> dict[str, Any]:
+    """Connection-level values of *names* overridden by the call's (None: not given)."""
+    merged = {k: v for k, v in base.items() if k in names}
+    merged.update({k: v for k, v in given.items() if k in names and v is not None})
+    return merged
 
 
-def publisher_options(base: Mapping[str, Any], **given: Any) -> dict[str, Any]:
-    merged = {k: v for k, v in base.items() if k in _PUBLISHER_OPTIONS}
-    merged.update({k: v for k, v in given.items() if v is not None})
-    return resolve_options(CORE_OPTIONS, merged, owner="publisher()")
+def plan_publisher(base: Mapping[str, Any], options: PublisherOptions) -> tuple[int, float, Guarantee]:
+    """``publisher(**options)``'s window, confirm timeout and guarantee, checked."""
+    check_keywords("publisher()", options, PublisherOptions)
+    opts = resolve_options(CORE_OPTIONS, _merged(base, _PUBLISHER_OPTIONS, options), owner="publisher()")
+    guarantee = plan_guarantee(retransmit=options.get("retransmit", False),
+                               max_attempts=options.get("max_attempts", 5),
+                               retransmit_deadline=options.get("retransmit_deadline", 120.0),
+                               sequence=options.get("sequence", False), producer_id=options.get("producer_id"))
+    return opts["window"], opts["confirm_timeout"], guarantee
 
 
 # ---- consumers ---------------------------------------------------------------------
@@ -61,15 +61,22 @@ class ConsumerPlan:
     ledger: Ledger
     prefetch: int
     conflate_ms: float
+    guard: ConsumerGuard | None
 
 
-def plan_consumer(capabilities: Capabilities, base: Mapping[str, Any], handler: object, *,
-                  prefetch: int | None, conflate_count: int | str | None, conflate_ms: float | None,
-                  max_deliveries: int | None) -> ConsumerPlan:
+def plan_consumer(capabilities: Capabilities, base: Mapping[str, Any], source: str, handler: object,
+                  options: ConsumeOptions) -> ConsumerPlan:
+    """What ``consume(source, handler=..., **options)`` subscribes with, checked."""
+    check_keywords("consume()", options, ConsumeOptions)
     if handler is not None and not callable(handler):
         raise InvalidOptionError(f"handler must be callable, not {type(handler).__name__}")
-    opts = consumer_options(base, prefetch=prefetch, conflate_count=conflate_count, conflate_ms=conflate_ms,
-                            max_deliveries=max_deliveries)
+    merged = _merged(base, _CONSUMER_OPTIONS, options)
+    manual = merged.get("conflate_count") == MANUAL
+    if manual:
+        del merged["conflate_count"]
+    opts = resolve_options(CORE_OPTIONS, merged, owner="consume()")
+    if manual:
+        opts["conflate_count"] = _NEVER
     capabilities.check_prefetch(opts["prefetch"])
     if opts["max_deliveries"] is not None:
         capabilities.require(Verb.DELIVERY_COUNT)
@@ -77,7 +84,10 @@ def plan_consumer(capabilities: Capabilities, base: Mapping[str, Any], handler: 
     subscription = f"sub-{uuid.uuid4().hex[:12]}"
     ledger = Ledger(subscription, capabilities, conflate_count=opts["conflate_count"],
                     conflate_ms=opts["conflate_ms"], max_deliveries=opts["max_deliveries"])
-    return ConsumerPlan(subscription, ledger, opts["prefetch"], opts["conflate_ms"])
+    dedupe_window, on_gap = options.get("dedupe_window"), options.get("on_gap")
+    guard = (ConsumerGuard(dedupe_window, on_gap, source)
+             if dedupe_window is not None or on_gap is not None else None)
+    return ConsumerPlan(subscription, ledger, opts["prefetch"], opts["conflate_ms"], guard)
 
 
 def require_verb(capabilities: Capabilities, verb: WireVerb) -> None:

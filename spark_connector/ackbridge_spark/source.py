@@ -76,7 +76,10 @@ class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, Support
         self._consumers: dict[str, Any] = {}
         self._names: dict[str, str] = {}
         self._topic_from_routing_key = False
-        self._generation: int | None = None
+        self._connections_opened = 0
+        #: Per source, the generation of its last delivery; generations counted as reconnects.
+        self._last_generation: dict[str, int] = {}
+        self._counted_generations: set[int] = set()
         self._loss = LossWatch(self._opts.fail_on_data_loss)
         self._pending: deque[Any] = deque()
         # Filled by the consumer's handler on the transport's thread, drained by _pull.
@@ -102,7 +105,6 @@ class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, Support
     # ---- connection (runner only, lazily) ----------------------------------------
     def _ensure_connected(self) -> None:
         if self._conn is not None:
-            self._observe_generation()
             return
         import ackbridge
 
@@ -123,25 +125,37 @@ class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, Support
             with contextlib.suppress(Exception):
                 conn.close()
             raise
+        if self._connections_opened:
+            self.stats["reconnects"] += 1  # a new connection after this reader dropped one
+        self._connections_opened += 1
         self._conn = conn
         self._inbox = inbox
         self._consumers = {s.key: s.consumer for s in opened}
         self._names = {s.key: s.name for s in opened}
         self._topic_from_routing_key = is_mqtt(conn.url.scheme)
-        self._observe_generation(new_connection=True)
+        self._last_generation, self._counted_generations = {}, set()
         log.info("ackbridge source subscribed to %s on %s", ", ".join(map(repr, opts.sources)), conn.url.redacted)
 
-    def _observe_generation(self, *, new_connection: bool = False) -> None:
-        """Count every new connection generation as a reconnect: the transport's own
-        reconnects (a broker restart, a connection closed by the broker) and the
-        new connections this reader opened after dropping one. Looked at on every
-        trigger: two reconnects between two triggers count once."""
-        from ackbridge.testing.faults import transport_of
-
-        generation = transport_of(self._conn).generation
-        if self._generation is not None and (new_connection or generation != self._generation):
-            self.stats["reconnects"] += 1
-        self._generation = generation
+    def _note_generations(self, inbox: deque[Any], n: int) -> None:
+        """Count every new connection generation as a reconnect: a source whose
+        deliveries now come from a generation it had not delivered from before (the
+        transport reconnected: a broker restart, a connection the broker closed).
+        One generation shared by several sources (one AMQP connection) counts once;
+        MQTT's per-topic links count each. Counted when the first delivery of the
+        new generation arrives. Generations only grow in one source's receive
+        order, so one source needs only the first and last of what arrived."""
+        last = self._last_generation
+        if len(self._consumers) == 1:
+            seen = ((inbox[0].source, inbox[0].generation), (inbox[n - 1].source, inbox[n - 1].generation))
+        else:
+            seen = tuple((d.source, d.generation) for d in itertools.islice(inbox, n))
+        for source, generation in seen:
+            before = last.get(source)
+            if before != generation:
+                last[source] = generation
+                if before is not None and generation not in self._counted_generations:
+                    self._counted_generations.add(generation)
+                    self.stats["reconnects"] += 1
 
     @property
     def _consumer(self) -> Any:
@@ -168,7 +182,10 @@ class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, Support
         # skip the per-delivery checks (this loop runs for every message).
         admit = self._admit if (self._replayed_ids or self._committed_replayed) else self._pending.append
         popleft = inbox.popleft
-        for _ in range(len(inbox)):
+        n = len(inbox)
+        if n:
+            self._note_generations(inbox, n)
+        for _ in range(n):
             admit(popleft())
 
     def _admit(self, delivery: Any) -> None:

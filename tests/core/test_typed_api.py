@@ -116,3 +116,26 @@ def test_every_public_name_has_a_docstring() -> None:
                 if not inspect.getdoc(member):
                     missing.append(f"{name}.{attr}")
     assert not missing, f"public names without a docstring: {missing}"
+
+
+def test_connect_async_takes_the_options_connect_declares() -> None:
+    sync, twin = inspect.signature(ackbridge.connect), inspect.signature(ackbridge.connect_async)
+    assert list(twin.parameters) == list(sync.parameters)
+
+
+def test_a_typo_in_consume_or_publisher_options_says_did_you_mean(tmp_path: Path) -> None:
+    url = f"local://{tmp_path}/kw.db"
+    with ackbridge.connect(url) as conn:
+        with pytest.raises(ackbridge.InvalidOptionError, match="did you mean 'prefetch'"):
+            conn.consume("q", prefech=5)  # type: ignore[call-arg]
+        with pytest.raises(ackbridge.InvalidOptionError, match="did you mean 'retransmit'"):
+            conn.publisher(retransmitt=True)  # type: ignore[call-arg]
+
+    async def twin() -> None:
+        async with await ackbridge.connect_async(url) as aconn:
+            with pytest.raises(ackbridge.InvalidOptionError, match="did you mean 'dedupe_window'"):
+                await aconn.consume("q", dedup_window=5)  # type: ignore[call-arg]
+            with pytest.raises(ackbridge.InvalidOptionError, match="did you mean 'window'"):
+                aconn.publisher(windw=5)  # type: ignore[call-arg]
+
+    asyncio.run(twin())

@@ -128,7 +128,8 @@ def _nats() -> Target:
     subject = f"abtest.pub.{uuid.uuid4().hex[:10]}"
     # JetStream keeps a consumer's acks in memory and writes them later: after a SIGKILL the acks
     # since the last write are gone, those messages count against max_ack_pending (the consumer's
-    # prefetch) and nothing more is delivered until ack_wait redelivers them. 5 s keeps the row short.
+    # prefetch) and nothing more is delivered until ack_wait redelivers them. 5 s keeps the row short
+    # (the plugin's ack_wait option sets it on the durable at subscribe).
     server.add_stream(subject, file_storage=True, ack_wait=NATS_ACK_WAIT_S)
 
     def restart(issuing: Hook, down: Hook) -> None:
@@ -138,7 +139,8 @@ def _nats() -> Target:
         time.sleep(OUTAGE_S)
         server.start()
 
-    return Target("nats-jetstream", server.url(), {"reconnect_max_delay": 0.5}, subject, subject,
+    return Target("nats-jetstream", server.url(), {"reconnect_max_delay": 0.5, "ack_wait": NATS_ACK_WAIT_S},
+                  subject, subject,
                   CAPABILITIES.confirm_durability.level, restart,
                   "private nats-server (JetStream file store) SIGKILLed; 2 s; started on its store",
                   [lambda: server.__exit__(None, None, None)])

@@ -104,10 +104,9 @@ class _AsyncAckWaiter:
 class AsyncPublisher(PublisherBase):
     """Publishes with confirms on an asyncio connection, at most ``window`` unconfirmed at once."""
 
-    def __init__(self, connection: AsyncConnection, window: int, confirm_timeout: float,
-                 guarantee: guaranteed.Guarantee | None = None) -> None:
-        super().__init__(connection, window, confirm_timeout, guarantee)
-        self._connection: AsyncConnection = connection
+    _connection: AsyncConnection
+
+    def _init_waiting(self) -> None:
         self._retry_handle: asyncio.TimerHandle | None = None
         self._changed = asyncio.Event()
 

@@ -149,7 +149,7 @@ class PublisherBase:
     and the guaranteed-publishing state (retransmission, sequence numbers)."""
 
     def __init__(self, connection: ConnectionBase, window: int, confirm_timeout: float,
-                 guarantee: guaranteed.Guarantee | None) -> None:
+                 guarantee: guaranteed.Guarantee | None = None) -> None:
         self._connection = connection
         self._guarantee = guarantee if guarantee is not None and guarantee.active else None
         self._numbers = itertools.count(1)
@@ -161,6 +161,11 @@ class PublisherBase:
         self._pending: dict[int, Any] = {}
         #: Guaranteed publishes whose last attempt was unknown, oldest first, to send again.
         self._retry: deque[Any] = deque()
+        self._init_waiting()
+
+    def _init_waiting(self) -> None:
+        """Set up the face's own waiting (locks and conditions, or asyncio events)."""
+        raise NotImplementedError
 
     @property
     def in_flight(self) -> int:

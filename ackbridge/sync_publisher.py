@@ -100,10 +100,9 @@ class _AckWaiter:
 class Publisher(PublisherBase):
     """Publishes with confirms; at most ``window`` confirms outstanding."""
 
-    def __init__(self, connection: Connection, window: int, confirm_timeout: float,
-                 guarantee: guaranteed.Guarantee | None = None) -> None:
-        super().__init__(connection, window, confirm_timeout, guarantee)
-        self._connection: Connection = connection
+    _connection: Connection
+
+    def _init_waiting(self) -> None:
         self._retry_at = 0.0
         self._resender: threading.Thread | None = None
         # Enter the C-level lock on the hot path; the Condition shares it for waiting.
@@ -118,7 +117,7 @@ class Publisher(PublisherBase):
         self._waiters = 0
         self._flush_waiters = 0
         self._room_waiters = 0
-        self._low_water = window - max(1, window // 4)
+        self._low_water = self.window - max(1, self.window // 4)
 
 
     def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> Confirm:

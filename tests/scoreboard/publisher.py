@@ -21,6 +21,7 @@ attempted id must be delivered and no copy may reach the application).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import subprocess
@@ -98,17 +99,19 @@ class PublisherRow:
     retransmitted: int = 0
     app_duplicates: int = 0
     recovery_s: str = "-"
+    #: Messages the broker still held after the drain (ready + unacked), broker-side; None: cannot tell.
+    left: int | None = None
     seconds: float = 0.0
     error: str = ""
 
     HEADERS = ("broker", "role", "fault", "mode", "injections", "confirms pending at fault", "attempted",
                "confirmed", "indeterminate", "delivered", "LOST", "lost by the broker", "UNEXPECTED",
                "duplicated", "recovered", "retransmitted", "duplicates delivered to the application",
-               "recovery s", "s", "result")
+               "left in the queue", "recovery s", "s", "result")
 
     @property
     def passed(self) -> bool:
-        if self.error or self.lost or self.unexpected:
+        if self.error or self.lost or self.unexpected or self.left:
             return False
         if self.mode == "retransmit":
             # Every attempted id delivered (bar what the broker itself lost after confirming), once.
@@ -121,7 +124,8 @@ class PublisherRow:
         return (self.broker, "publisher", self.fault, self.mode, str(self.injections), str(self.pending_at_fault),
                 str(self.attempted), str(self.confirmed), str(self.indeterminate), str(self.delivered),
                 str(self.lost), str(self.broker_lost), str(self.unexpected), str(self.duplicated),
-                str(self.recovered), str(self.retransmitted), str(self.app_duplicates), self.recovery_s,
+                str(self.recovered), str(self.retransmitted), str(self.app_duplicates),
+                "-" if self.left is None else str(self.left), self.recovery_s,
                 f"{self.seconds:.1f}", result)
 
 
@@ -369,12 +373,23 @@ def run_cell(broker: str, fault: str, mode: str, n: int, deadline_s: float = 300
         if consumer.error is not None:
             raise consumer.error
         h.elapsed_s = time.monotonic() - started
-        return score(target, fault, mode, h)
+        row = score(target, fault, mode, h)
+        return dataclasses.replace(row, left=_left(target))
     except Exception as exc:
         traceback.print_exc()
         return PublisherRow(broker, fault, mode, error=f"{type(exc).__name__}: {redact(str(exc))[:120]}")
     finally:
         target.cleanup()
+
+
+def _left(target: Target) -> int | None:
+    """What the broker still holds once the consumer is done (acks are asynchronous: polled a while)."""
+    if target.held is None:
+        return None
+    end = time.monotonic() + 15
+    while (left := target.held()) and time.monotonic() < end:
+        time.sleep(0.2)
+    return left
 
 
 def cells(brokers: list[str] | None = None, faults_: list[str] | None = None,

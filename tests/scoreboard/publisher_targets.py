@@ -50,6 +50,8 @@ class Target:
     #: What restart() does, for the method text.
     restart_how: str = ""
     cleanups: list[Callable[[], None]] = field(default_factory=list)
+    #: Messages the broker still holds in the queue (ready + unacked), read broker-side; None: cannot tell.
+    held: Callable[[], int] | None = None
 
     def cleanup(self) -> None:
         for step in reversed(self.cleanups):
@@ -84,7 +86,7 @@ def _rabbit(queue_type: str) -> Target:
     caps = QUORUM if queue_type == "quorum" else CLASSIC
     return Target(f"rabbitmq-{queue_type}", harness.url(), harness.connect_options(), queue, queue,
                   caps.confirm_durability.level, rabbit_restart, "rabbitmqctl stop_app; 2 s; start_app",
-                  [harness.cleanup])
+                  [harness.cleanup], lambda: harness.ready(queue) + harness.unacked(queue))
 
 
 def _amqp10() -> Target:
@@ -95,7 +97,8 @@ def _amqp10() -> Target:
     address = harness.new_queue(dead_letter=False)
     return Target("amqp10-rabbitmq", harness.url(), harness.connect_options(), address,
                   harness.publish_target(address), RABBITMQ.confirm_durability.level, rabbit_restart,
-                  "rabbitmqctl stop_app; 2 s; start_app", [harness.cleanup])
+                  "rabbitmqctl stop_app; 2 s; start_app", [harness.cleanup],
+                  lambda: harness.ready(address) + harness.unacked(address))
 
 
 def _mqtt() -> Target:
@@ -143,7 +146,7 @@ def _nats() -> Target:
                   subject, subject,
                   CAPABILITIES.confirm_durability.level, restart,
                   "private nats-server (JetStream file store) SIGKILLed; 2 s; started on its store",
-                  [lambda: server.__exit__(None, None, None)])
+                  [lambda: server.__exit__(None, None, None)], lambda: server.stream_messages(subject))
 
 
 def _embedded() -> Target:
@@ -160,7 +163,8 @@ def _embedded() -> Target:
         shutil.rmtree(directory, ignore_errors=True)
 
     return Target("embedded", harness.url(), {}, queue, queue, CAPABILITIES.confirm_durability.level, None,
-                  "the publisher's process (the broker lives in it) SIGKILLed", [remove, harness.cleanup])
+                  "the publisher's process (the broker lives in it) SIGKILLed", [remove, harness.cleanup],
+                  lambda: harness.ready(queue) + harness.unacked(queue))
 
 
 TARGETS: dict[str, Callable[[], Target]] = {

@@ -10,10 +10,10 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ackbridge import engine, guaranteed
-from ackbridge.errors import AckbridgeError, ConnectionLostError, InvalidLabelError
+from ackbridge.errors import AckbridgeError, InvalidLabelError
 from ackbridge.labels import AckCollector, AggregatedAcks
 from ackbridge.messages import ConfirmOutcome, OutboundMessage, unknown
-from ackbridge.publishing import ConfirmBase, PublisherBase, PublishOptions, next_flush_wait
+from ackbridge.publishing import ConfirmBase, PublisherBase, PublishOptions
 
 if TYPE_CHECKING:
     from ackbridge.aclient import AsyncConnection
@@ -133,13 +133,8 @@ class AsyncPublisher(PublisherBase):
         conn._publishers[seq] = self
         try:
             await conn._transport.publish_async(seq, destination, msg)
-        except ConnectionLostError as exc:
-            # The outage rule (ackbridge.errors): no raise, the confirm says unknown.
-            self._resolved(seq, engine.not_sent(exc))
         except AckbridgeError as exc:
-            self._resolved(seq, engine.send_failed(exc, again))
-            if not again:
-                raise
+            self._send_failed(seq, exc, again)
 
     async def _wait_for_room(self) -> None:
         while len(self._pending) + len(self._retry) >= self.window:
@@ -195,16 +190,10 @@ class AsyncPublisher(PublisherBase):
     async def flush(self, timeout: float | None = None) -> bool:
         """Wait until every publish has its outcome; False if *timeout* passed first."""
         end = None if timeout is None else time.monotonic() + timeout
-        while self._pending or self._retry:
-            wait = next_flush_wait(self._oldest()._deadline, end, time.monotonic())
-            if wait is None:
-                return False
-            if wait == 0.0:
-                self._expire()
-                continue
+        while (wait := self._flush_wait(end)) is not None:
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), wait)
             except TimeoutError:
                 pass
-        return True
+        return not self.in_flight

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from ackbridge import engine, guaranteed
 from ackbridge.backoff import Backoff
-from ackbridge.errors import InvalidOptionError
+from ackbridge.errors import AckbridgeError, ConnectionLostError, InvalidOptionError
 from ackbridge.labels import BROKER_PERSISTED, REQUESTED_ACKS_HEADER
 from ackbridge.messages import ConfirmOutcome, ConfirmStatus, OutboundMessage, unknown
 
@@ -190,6 +190,34 @@ class PublisherBase:
         if not guarantee.retransmit:
             return message, None
         return message, guaranteed.Attempts(destination, message, time.monotonic() + guarantee.deadline)
+
+    def _resolved(self, seq: int, outcome: ConfirmOutcome) -> None:
+        raise NotImplementedError
+
+    def _expire(self) -> None:
+        """Resolve (or schedule again) every confirm whose wait has ended."""
+        raise NotImplementedError
+
+    def _flush_wait(self, end: float | None) -> float | None:
+        """How long flush() waits next; None once nothing is in flight or *end* has
+        passed. Confirms past their deadline are expired on the way."""
+        while self._pending or self._retry:
+            wait = next_flush_wait(self._oldest()._deadline, end, time.monotonic())
+            if wait != 0.0:
+                return wait
+            self._expire()
+        return None
+
+    def _send_failed(self, seq: int, exc: AckbridgeError, again: bool) -> None:
+        """The transport would not send publish *seq*: resolve it, and raise *exc* to
+        the caller of a first send, except for a lost connection (the outage rule of
+        :mod:`ackbridge.errors`: publish does not raise, its confirm says unknown)."""
+        if isinstance(exc, ConnectionLostError):
+            self._resolved(seq, engine.not_sent(exc))
+            return
+        self._resolved(seq, engine.send_failed(exc, again))
+        if not again:
+            raise exc
 
     def _final(self, confirm: ConfirmBase, outcome: ConfirmOutcome) -> ConfirmOutcome | None:
         """The outcome to resolve *confirm* with; None when it is to be sent again."""

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Unpack
 
 from ackbridge import engine, guaranteed
-from ackbridge.errors import AckbridgeError, ConnectionLostError, InvalidLabelError
+from ackbridge.errors import AckbridgeError, InvalidLabelError
 from ackbridge.labels import AckCollector, AggregatedAcks
 from ackbridge.messages import ConfirmOutcome, OutboundMessage, unknown
-from ackbridge.publishing import ConfirmBase, PublisherBase, PublishOptions, next_flush_wait
+from ackbridge.publishing import ConfirmBase, PublisherBase, PublishOptions
 
 if TYPE_CHECKING:
     from ackbridge.client import Connection
@@ -66,7 +66,7 @@ class Confirm(ConfirmBase):
                 while self._outcome is None:
                     now = time.monotonic()
                     if now >= self._deadline:
-                        publisher._expire_locked()
+                        publisher._expire()
                         continue
                     if end is not None and now >= end:
                         raise TimeoutError(f"publish {self.seq} not confirmed within {timeout} s")
@@ -147,18 +147,13 @@ class Publisher(PublisherBase):
         conn._publishers[seq] = self
         try:
             conn._transport.publish(seq, destination, msg)
-        except ConnectionLostError as exc:
-            # The outage rule (ackbridge.errors): no raise, the confirm says unknown.
-            self._resolved(seq, engine.not_sent(exc))
         except AckbridgeError as exc:
-            self._resolved(seq, engine.send_failed(exc, again))
-            if not again:
-                raise
+            self._send_failed(seq, exc, again)
 
     def _wait_for_room_locked(self) -> None:
         left = self._oldest()._deadline - time.monotonic()
         if left <= 0:
-            self._expire_locked()
+            self._expire()
             return
         self._room_waiters += 1
         try:
@@ -166,7 +161,8 @@ class Publisher(PublisherBase):
         finally:
             self._room_waiters -= 1
 
-    def _expire_locked(self) -> None:
+    def _expire(self) -> None:
+        """Resolve every confirm whose wait has ended (call with the lock held)."""
         for confirm, outcome in self._take_expired(time.monotonic()):
             self._settle_locked(confirm, outcome)
 
@@ -230,14 +226,8 @@ class Publisher(PublisherBase):
         with self._cond:
             self._flush_waiters += 1
             try:
-                while self._pending or self._retry:
-                    wait = next_flush_wait(self._oldest()._deadline, end, time.monotonic())
-                    if wait is None:
-                        return False
-                    if wait == 0.0:
-                        self._expire_locked()
-                        continue
+                while (wait := self._flush_wait(end)) is not None:
                     self._cond.wait(wait)
+                return not self.in_flight
             finally:
                 self._flush_waiters -= 1
-        return True

@@ -8,12 +8,13 @@ from typing import Any
 import pytest
 
 from ackbridge.testing.conformance import ConformanceSuite
+from ackbridge.testing.conformance_guaranteed import GuaranteedConformance
 from tests.mqtt.harness import MqttHarness
 
 pytestmark = pytest.mark.mqtt
 
 
-class TestMqtt5Conformance(ConformanceSuite):
+class TestMqtt5Conformance(ConformanceSuite, GuaranteedConformance):
     @pytest.fixture
     def harness(self) -> Iterator[MqttHarness]:
         harness = MqttHarness("5")
@@ -21,7 +22,7 @@ class TestMqtt5Conformance(ConformanceSuite):
         harness.cleanup()
 
 
-class TestMqtt311Conformance(ConformanceSuite):
+class TestMqtt311Conformance(ConformanceSuite, GuaranteedConformance):
     @pytest.fixture
     def harness(self) -> Iterator[MqttHarness]:
         harness = MqttHarness("3.1.1")

@@ -7,12 +7,13 @@ from collections.abc import Iterator
 import pytest
 
 from ackbridge.testing.conformance import ConformanceSuite
+from ackbridge.testing.conformance_guaranteed import GuaranteedConformance
 from tests.nats.harness import NatsHarness
 
 pytestmark = pytest.mark.nats
 
 
-class TestNatsConformance(ConformanceSuite):
+class TestNatsConformance(ConformanceSuite, GuaranteedConformance):
     @pytest.fixture
     def harness(self) -> Iterator[NatsHarness]:
         harness = NatsHarness()

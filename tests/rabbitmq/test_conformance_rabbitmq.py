@@ -7,12 +7,13 @@ from collections.abc import Iterator
 import pytest
 
 from ackbridge.testing.conformance import ConformanceSuite
+from ackbridge.testing.conformance_guaranteed import GuaranteedConformance
 from tests.rabbitmq.harness import RabbitHarness
 
 pytestmark = pytest.mark.rabbitmq
 
 
-class TestRabbitClassic(ConformanceSuite):
+class TestRabbitClassic(ConformanceSuite, GuaranteedConformance):
     @pytest.fixture
     def harness(self) -> Iterator[RabbitHarness]:
         harness = RabbitHarness("classic")
@@ -20,7 +21,7 @@ class TestRabbitClassic(ConformanceSuite):
         harness.cleanup()
 
 
-class TestRabbitQuorum(ConformanceSuite):
+class TestRabbitQuorum(ConformanceSuite, GuaranteedConformance):
     @pytest.fixture
     def harness(self) -> Iterator[RabbitHarness]:
         harness = RabbitHarness("quorum")

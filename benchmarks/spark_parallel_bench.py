@@ -1,0 +1,243 @@
+"""Spark -> Parquet with ``parallelism`` 1 and 2 against a raw drain with 1 and 2
+consumers, in one run, at each body size (not a test).
+
+RabbitMQ only (127.0.0.1:5672, guest). For each size in ``--sizes``:
+
+* raw drain, 1 and 2 consumer processes: plain pika (basic_qos prefetch, a
+  cumulative ack every prefetch/2), each in its own process, all started
+  together; msgs/s from the start to the last message of the slowest;
+* Spark: N messages -> ackbridge source (``parallelism`` 1, then 2) -> Spark's
+  Parquet file sink, trigger 0.5 s; msgs/s from ``start()`` to the moment the
+  management API shows the queue empty with nothing unacked (everything settled
+  after commit). Then the table must hold every message id (lost = 0).
+
+CPU seconds per process kind (psutil, every process under this one: the
+driver JVM, the source runner, the reader processes, Spark's Python workers,
+this process) are measured over the same span. Spark session start-up and one
+warm-up query are excluded.
+
+usage: .venv/bin/python benchmarks/spark_parallel_bench.py [--messages 60000] [--sizes 256,4096]
+       [--batch 10000] [--prefetch 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import multiprocessing as mp
+import os
+import shutil
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+import ackbridge
+
+URL = "amqp://guest:guest@127.0.0.1:5672/"
+MGMT = "http://127.0.0.1:15672/api"
+_AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()
+
+
+def mgmt(method: str, path: str) -> Any:
+    request = urllib.request.Request(MGMT + path, method=method, headers={"Authorization": _AUTH})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        raw = response.read()
+    return json.loads(raw) if raw else None
+
+
+def counts(queue: str) -> tuple[int, int]:
+    q = mgmt("GET", f"/queues/%2F/{queue}?disable_stats=false")
+    return int(q.get("messages_ready", 0) or 0), int(q.get("messages_unacknowledged", 0) or 0)
+
+
+def settled(queue: str, n: int) -> bool:
+    """The broker's own counters: nothing ready, nothing unacked (they lag ~1 s behind)."""
+    q = mgmt("GET", f"/queues/%2F/{queue}")
+    return int(q.get("messages", -1)) == 0 and int(q.get("messages_unacknowledged", -1)) == 0
+
+
+def publish(queue: str, n: int, size: int) -> None:
+    body = b"x" * size
+    with ackbridge.connect(URL) as conn:
+        conn.declare_queue(queue, dead_letter=False)
+        for i in range(n):
+            conn.publish(queue, body, message_id=f"b-{i}")
+        assert conn.flush(timeout=600)
+    # The management API counts late: wait until it shows them all.
+    deadline = time.monotonic() + 60
+    while counts(queue)[0] < n and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+def delete(queue: str) -> None:
+    try:
+        mgmt("DELETE", f"/queues/%2F/{queue}")
+    except Exception:
+        pass
+
+
+def _pika_drain(queue: str, prefetch: int, go: Any, out: Any) -> None:
+    import pika
+
+    connection = pika.BlockingConnection(pika.URLParameters(URL))
+    channel = connection.channel()
+    channel.basic_qos(prefetch_count=prefetch)
+    every = max(1, prefetch // 2)
+    go.wait()
+    cpu0 = time.process_time()
+    got, last, tag = 0, time.time(), None
+    for method, _props, _body in channel.consume(queue, inactivity_timeout=2.0):
+        if method is None:
+            break
+        got += 1
+        tag = method.delivery_tag
+        last = time.time()
+        if got % every == 0:
+            channel.basic_ack(tag, multiple=True)
+    if tag is not None:
+        channel.basic_ack(tag, multiple=True)
+    out.put((got, last, time.process_time() - cpu0))
+    channel.cancel()
+    connection.close()
+
+
+def raw_drain(queue: str, consumers: int, prefetch: int) -> tuple[float, float, int]:
+    """(msgs/s, CPU s of all consumers, messages) for *consumers* pika processes on *queue*."""
+    ctx = mp.get_context("spawn")
+    go, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_pika_drain, args=(queue, prefetch, go, out)) for _ in range(consumers)]
+    for p in procs:
+        p.start()
+    time.sleep(2.0)  # connected and subscribed
+    start = time.time()
+    go.set()
+    results = [out.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join(60)
+    got = sum(r[0] for r in results)
+    return got / (max(r[1] for r in results) - start), sum(r[2] for r in results), got
+
+
+def _kind(proc: psutil.Process) -> str:
+    try:
+        cmd = " ".join(proc.cmdline())
+    except psutil.Error:
+        return "gone"
+    if proc.pid == os.getpid():
+        return "benchmark (driver Python)"
+    if "java" in cmd.split(" ")[0]:
+        return "driver JVM"
+    if "reader_process" in cmd:
+        return "reader processes"
+    if "pyspark.daemon" in cmd or "pyspark/daemon" in cmd:
+        return "Spark Python workers"
+    return "other Python (source runner, planner)"
+
+
+def cpu_snapshot() -> dict[int, tuple[str, float]]:
+    me = psutil.Process()
+    found: dict[int, tuple[str, float]] = {}
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            t = proc.cpu_times()
+            found[proc.pid] = (_kind(proc), t.user + t.system)
+        except psutil.Error:
+            continue
+    return found
+
+
+def cpu_by_kind(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for pid, (kind, cpu) in after.items():
+        total[kind] = total.get(kind, 0.0) + cpu - before.get(pid, (kind, 0.0))[1]
+    return {k: round(v, 1) for k, v in sorted(total.items())}
+
+
+def spark_run(spark: Any, queue: str, n: int, batch: int, parallelism: int, work: Path) -> dict[str, Any]:
+    table, ck = work / f"t-{queue}", work / f"ck-{queue}"
+    frame = (spark.readStream.format("ackbridge").option("url", URL).option("queue", queue)
+             .option("maxRecordsPerBatch", str(batch)).option("parallelism", str(parallelism)).load())
+    before = cpu_snapshot()
+    start = time.time()
+    query = (frame.select("message_id", "body", "source").writeStream.format("parquet")
+             .option("path", str(table)).option("checkpointLocation", str(ck))
+             .trigger(processingTime="0.5 seconds").start())
+    try:
+        while not settled(queue, n):
+            if query.exception() is not None:
+                raise RuntimeError(f"query failed: {query.exception()}")
+            time.sleep(0.25)
+        elapsed = time.time() - start
+        cpu = cpu_by_kind(before, cpu_snapshot())
+    finally:
+        query.stop()
+    ids = spark.read.parquet(str(table)).select("message_id")
+    distinct = ids.distinct().count()
+    return {"msgs/s": round(n / elapsed), "seconds": round(elapsed, 1), "ids in table": distinct,
+            "lost": n - distinct, "rows": ids.count(), "cpu_s": cpu}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--messages", type=int, default=60_000)
+    parser.add_argument("--sizes", default="256,4096")
+    parser.add_argument("--batch", type=int, default=10_000, help="maxRecordsPerBatch")
+    parser.add_argument("--prefetch", type=int, default=2000, help="raw drain prefetch per consumer")
+    args = parser.parse_args()
+    from pyspark.sql import SparkSession
+
+    import ackbridge_spark
+
+    spark = (SparkSession.builder.master("local[2]").appName("ackbridge-parallel-bench")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.pyspark.python", sys.executable).getOrCreate())
+    spark.sparkContext.setLogLevel("WARN")
+    ackbridge_spark.register(spark)
+    work = Path(tempfile.mkdtemp(prefix="ackbridge-pbench-"))
+    results: list[dict[str, Any]] = []
+    try:
+        warm = f"bench-warm-{uuid.uuid4().hex[:6]}"
+        publish(warm, 5000, 256)
+        spark_run(spark, warm, 5000, args.batch, 2, work)
+        delete(warm)
+        for size in (int(s) for s in args.sizes.split(",")):
+            for label, kind, k in (("raw drain", "raw", 1), ("raw drain", "raw", 2),
+                                   ("spark->parquet", "spark", 1), ("spark->parquet", "spark", 2)):
+                queue = f"bench-{uuid.uuid4().hex[:8]}"
+                publish(queue, args.messages, size)
+                try:
+                    if kind == "raw":
+                        rate, cpu, got = raw_drain(queue, k, args.prefetch)
+                        row = {"msgs/s": round(rate), "cpu_s": {"consumer processes": round(cpu, 1)},
+                               "messages": got}
+                    else:
+                        row = spark_run(spark, queue, args.messages, args.batch, k, work)
+                finally:
+                    delete(queue)
+                row = {"size": size, "run": f"{label} x{k}", **row,
+                       "MB/s": round(row["msgs/s"] * size / 1e6, 1)}
+                print(json.dumps(row), flush=True)
+                results.append(row)
+        for size in (int(s) for s in args.sizes.split(",")):
+            rows = {r["run"]: r["msgs/s"] for r in results if r["size"] == size}
+            for k in (1, 2):
+                ratio = rows[f"spark->parquet x{k}"] / rows[f"raw drain x{k}"]
+                print(f"size {size} B: spark parallelism={k} / raw drain {k} consumer(s) = {ratio:.2f}")
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""The exactly-once recipe (docs/spark.md): messages with ids, deduplicated by
+Spark's state store within a watermark, written by Spark's file sink. After a
+driver SIGKILL before a batch commits, or between its commit and its ack, and
+after a connection cut: every id exactly once in the table, LOST = 0."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from .helpers import Broker, eventually, make_broker, scoreboard
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
+
+JOB = str(Path(__file__).with_name("job_exactly_once.py"))
+BROKERS = [pytest.param("embedded", id="embedded"),
+           pytest.param("rabbitmq-classic", id="rabbitmq", marks=pytest.mark.rabbitmq)]
+
+
+@pytest.fixture(params=BROKERS)
+def eo_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Broker:
+    b = make_broker(request.param, tmp_path)
+    yield b  # type: ignore[misc]
+    b.close()
+
+
+def job(url: str, queue: str, tmp: Path, name: str, *, block_id: str = "-", trigger_s: float = 0.0,
+        batch: int = 100, options: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               ACKBRIDGE_JOB_OPTIONS=json.dumps(options or {}))
+    args = [sys.executable, JOB, url, queue, str(tmp / "ck"), str(tmp / "table"), block_id, str(tmp / "blocked"),
+            str(batch), str(trigger_s)]
+    return subprocess.Popen(args, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=open(tmp / f"job-{name}.log", "wb"))
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+
+
+def table_ids(tmp: Path) -> list[str]:
+    import pyarrow.parquet as pq
+
+    # Spark's file sink: only files its _spark_metadata log committed are part of the
+    # table (a killed batch may leave files that no reader of the table sees).
+    log = tmp / "table" / "_spark_metadata"
+    committed: set[str] = set()
+    for entry in sorted(log.iterdir()) if log.exists() else []:
+        if entry.name.isdigit() or entry.name.endswith(".compact"):
+            for line in entry.read_text().splitlines()[1:]:
+                committed.add(urlsplit(json.loads(line)["path"]).path)
+    return [m for p in sorted(committed) for m in pq.read_table(p).column("message_id").to_pylist()]
+
+
+def restart_and_check(broker: Broker, url: str, queue: str, tmp: Path, fault: str, confirmed: list[str]) -> None:
+    again = job(url, queue, tmp, "restart")
+    try:
+        assert again.wait(400) == 0, (tmp / "job-restart.log").read_text()[-3000:]
+    finally:
+        kill(again)
+    delivered = table_ids(tmp)
+    dupes = {k: v for k, v in Counter(delivered).items() if v > 1}
+    row = scoreboard(broker.name, fault, confirmed, delivered, role="spark exactly-once",
+                     duplicates_in_table=sum(v - 1 for v in dupes.values()))
+    assert row["LOST"] == 0 and row["UNEXPECTED"] == 0
+    assert dupes == {}, f"{len(dupes)} ids more than once in the table"
+    eventually(lambda: broker.counts(queue) == (0, 0), 60, message="queue drained and settled")
+
+
+def test_sigkill_before_commit(eo_broker: Broker, tmp_path: Path) -> None:
+    broker, n = eo_broker, 600
+    queue = broker.new_queue()
+    confirmed = broker.publish(queue, n)
+    first = job(broker.url(), queue, tmp_path, "first", block_id="m-350")
+    try:
+        eventually(lambda: (tmp_path / "blocked").exists() or first.poll() is not None, 240,
+                   message="a task blocked before its batch commits")
+        assert first.poll() is None, (tmp_path / "job-first.log").read_text()[-3000:]
+    finally:
+        kill(first)
+    restart_and_check(broker, broker.url(), queue, tmp_path, "driver SIGKILL before commit", confirmed)
+
+
+def test_sigkill_between_commit_and_ack(eo_broker: Broker, tmp_path: Path) -> None:
+    """A long trigger interval holds a committed batch's ack until the next trigger: kill in between."""
+    broker, n = eo_broker, 600
+    queue = broker.new_queue()
+    confirmed = broker.publish(queue, n)
+    first = job(broker.url(), queue, tmp_path, "first", trigger_s=20.0, batch=200)
+    try:
+        eventually(lambda: (tmp_path / "ck" / "commits" / "0").exists() or first.poll() is not None, 240,
+                   message="batch 0 committed")
+        assert first.poll() is None, (tmp_path / "job-first.log").read_text()[-3000:]
+    finally:
+        kill(first)
+    # The window was real: batch 0 was committed, and all n messages (batch 0's too) go
+    # back to the queue -- its ack was due at the next trigger, 20 s later.
+    eventually(lambda: broker.counts(queue) == (n, 0), 60, message="batch 0 committed but not acked")
+    restart_and_check(broker, broker.url(), queue, tmp_path, "driver SIGKILL between commit and ack", confirmed)
+
+
+def test_connection_cut(eo_broker: Broker, tmp_path: Path) -> None:
+    """RabbitMQ: the broker closes the source's connection (rabbitmqctl close_connection,
+    through a proxy); embedded: the source severs itself after batch 2 (fault seam)."""
+    broker, n = eo_broker, 600
+    queue = broker.new_queue()
+    confirmed = broker.publish(queue, n)
+    first = job(broker.cut_url(), queue, tmp_path, "first", trigger_s=1.0, batch=100,
+                options=broker.sever_options(2))
+    try:
+        eventually(lambda: (tmp_path / "ck" / "commits" / "1").exists() or first.poll() is not None, 240,
+                   message="two batches committed")
+        broker.sever_from_outside()
+        eventually(lambda: broker.counts(queue) == (0, 0) or first.poll() is not None, 240,
+                   message="drained after the cut")
+        assert first.poll() is None, (tmp_path / "job-first.log").read_text()[-3000:]
+    finally:
+        kill(first)
+    restart_and_check(broker, broker.url(), queue, tmp_path, "connection cut", confirmed)

@@ -1,0 +1,31 @@
+"""The source (two queues, parallelism=2) and the sink on local-cluster[2,1,1024]:
+executors are separate JVMs with their own Python workers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .cluster_modes import sink_write, source_two_queues_two_readers
+from .helpers import make_spark
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(400)]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    session = make_spark("ackbridge-local-cluster", master="local-cluster[2,1,1024]")
+    yield session
+    session.stop()
+
+
+def test_source_on_local_cluster(spark: Any, tmp_path: Path) -> None:
+    assert spark.sparkContext.master.startswith("local-cluster")
+    source_two_queues_two_readers(spark, tmp_path)
+
+
+def test_sink_on_local_cluster(spark: Any, tmp_path: Path) -> None:
+    sink_write(spark, tmp_path)

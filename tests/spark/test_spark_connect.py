@@ -1,0 +1,40 @@
+"""The source (two queues, parallelism=2) and the sink over Spark Connect
+(``SparkSession.builder.remote("local[2]")``: a local Connect server, the test
+as its client)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .cluster_modes import sink_write, source_two_queues_two_readers
+from .helpers import VENV_PYTHON
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(400)]
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    pytest.importorskip("grpc", reason="Spark Connect needs the connector's 'connect' extra (pyspark[connect])")
+    from pyspark.sql import SparkSession
+
+    import ackbridge_spark
+
+    session = (SparkSession.builder.remote("local[2]").appName("ackbridge-connect")
+               .config("spark.pyspark.python", VENV_PYTHON).config("spark.sql.shuffle.partitions", "2")
+               .getOrCreate())
+    ackbridge_spark.register(session)
+    yield session
+    session.stop()
+
+
+def test_source_over_spark_connect(spark: Any, tmp_path: Path) -> None:
+    assert type(spark).__module__.startswith("pyspark.sql.connect")
+    source_two_queues_two_readers(spark, tmp_path)
+
+
+def test_sink_over_spark_connect(spark: Any, tmp_path: Path) -> None:
+    sink_write(spark, tmp_path)

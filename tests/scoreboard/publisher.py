@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import os
 import signal
 import subprocess
@@ -33,6 +34,7 @@ import traceback
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import ackbridge
@@ -411,12 +413,54 @@ def markdown(rows: list[PublisherRow]) -> str:
     return "\n".join(lines) + "\n"
 
 
+METHOD = (
+    "From `python -m tests.scoreboard.publisher` (`tests/scoreboard/publisher.py`, targets in "
+    "`publisher_targets.py`; CI runs the same cells on 300 ids: `tests/scoreboard/test_publisher_rows.py`). "
+    "Each cell publishes unique ids (message id = body) with a window of 200 while a consumer on its own "
+    "connection takes and acks them; at n/2 the fault hits with confirms pending (column 6: unresolved when "
+    "it was issued). connection-cut: the publisher's connection severed through the fault seam "
+    "(`ackbridge.testing.faults(conn).sever`). broker-restart: RabbitMQ `rabbitmqctl stop_app`, 2 s, "
+    "`start_app` (classic, quorum and AMQP 1.0 on the shared broker); a private Mosquitto with "
+    "`persistence true`, `autosave_on_changes true`, `autosave_interval 1` SIGKILLed, 2 s, started on its "
+    "store; a private nats-server with a JetStream file store SIGKILLed, 2 s, started (the stream's "
+    "ack_wait is 5 s: JetStream forgets acks not yet written at a kill and redelivers them after ack_wait). "
+    "process-kill (embedded): the publisher's process, which holds the broker, SIGKILLed once half its "
+    "publishes were confirmed. While the fault lasts, publishing goes on at one message per 5 ms, so "
+    "publishes meet the outage; 50 more follow it, until one is confirmed (recovery s = fault end to that "
+    "confirm). plain: each id published once; unknowns are counted (indeterminate) and LOST = confirmed, "
+    "never delivered, must be 0; recovered = unknown but delivered. retransmit: `publisher(retransmit=True, "
+    "max_attempts=50, retransmit_deadline=150)` and `consume(dedupe_window=10*n)`: every attempted id must be "
+    "delivered and none twice to the application; duplicated = copies the broker delivered (the dedupe "
+    "window acked and dropped them, or plain mode handed them out); retransmitted = sends again. A killed "
+    "process's retransmission queue dies with it: for embedded process-kill, retransmitted counts the ids "
+    "the application replayed on a new publisher (same message ids). lost by the broker: confirmed before a "
+    "kill and never delivered, counted only where the capability table says a confirm is \"in memory until "
+    "the next save\" (Mosquitto); never hidden in LOST. left in the queue: ready + unacked on the broker "
+    "after the drain (Mosquitto: not readable, `-`).")
+SECTION = "\n## Publisher rows"
+
+
+def write_section(path: Path, rows: list[PublisherRow], n: int) -> None:
+    """Put the publisher section into *path*, replacing an earlier one and keeping everything else."""
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    text = path.read_text() if path.exists() else "# Reliability scoreboard\n"
+    section = f"{SECTION} (issue 15; generated {when}, {n} ids per cell)\n\n{METHOD}\n\n{markdown(rows)}"
+    if SECTION in text:
+        before, rest = text.split(SECTION, 1)
+        after = rest.split("\n## ", 1)
+        text = before.rstrip() + "\n" + section + ("\n## " + after[1] if len(after) > 1 else "")
+    else:
+        text = text.rstrip() + "\n" + section
+    path.write_text(text)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--brokers", nargs="*")
     parser.add_argument("--faults", nargs="*")
     parser.add_argument("--modes", nargs="*")
+    parser.add_argument("--write", action="store_true", help="(re)write the publisher section of docs/scoreboard.md")
     args = parser.parse_args()
     rows = []
     for broker, fault, mode in cells(args.brokers, args.faults, args.modes):
@@ -425,6 +469,8 @@ def main() -> int:
         rows.append(row)
     print()
     print(markdown(rows))
+    if args.write:
+        write_section(Path(__file__).resolve().parents[2] / "docs" / "scoreboard.md", rows, args.n)
     return 0 if all(r.passed for r in rows) else 1
 
 

@@ -52,6 +52,8 @@ PACE_S = 0.005
 #: Nothing delivered for this long, with ids still missing, ends the drain (above the scoreboard
 #: NATS stream's ack_wait: redeliveries of acks a killed JetStream forgot come after it).
 QUIET_LIMIT_S = 20.0
+#: Confirms unresolved when the fault is injected (looked for from n/2 on).
+PENDING_AT_FAULT = WINDOW // 4
 #: Published after the fault ended (recovery is measured on them).
 TAIL = 50
 #: The tail goes on until a publish after the fault is confirmed, at most this long.
@@ -214,8 +216,14 @@ def _publish(target: Target, fault: str, mode: str, n: int, h: PubHistory) -> No
         confirms: list[Any] = []
         run = uuid.uuid4().hex[:8]
         injector: threading.Thread | None = None
+        started_at = n
+
+        resolved = [0]
+        lock = threading.Lock()
 
         def on_done(confirm: Any) -> None:
+            with lock:
+                resolved[0] += 1
             if h.fault_end is not None and h.first_confirm_after is None and confirm.outcome.confirmed:
                 h.first_confirm_after = time.monotonic()
 
@@ -226,9 +234,12 @@ def _publish(target: Target, fault: str, mode: str, n: int, h: PubHistory) -> No
             confirm = publisher.publish(target.publish_to, message_id.encode(), message_id=message_id)
             confirm.add_done_callback(on_done)
             confirms.append(confirm)
-            if i == n // 2:
+            # The fault hits past n/2 once confirms are pending (a fast broker answers as fast
+            # as it is fed: wait for a moment with PENDING_AT_FAULT unresolved), by 3n/4 at the latest.
+            if not h.injections and i >= n // 2 and (i + 1 - resolved[0] >= PENDING_AT_FAULT or i >= 3 * n // 4):
                 injector = _inject(target, fault, conn, confirms, h)
-            elif i > n // 2 and (h.fault_end is None or h.first_confirm_after is None):
+                started_at = i
+            elif h.injections and i > started_at and (h.fault_end is None or h.first_confirm_after is None):
                 time.sleep(PACE_S)  # publishing meets the outage and the recovery at a modest rate
             if h.fault_end is not None:
                 after += 1

@@ -27,7 +27,8 @@ class PrivateNats:
     cache survives the process); only a power loss can lose what was not synced.
     """
 
-    def __init__(self, *, users: dict[str, str] | None = None, sync_interval: str | None = None) -> None:
+    def __init__(self, *, users: dict[str, str] | None = None, sync_interval: str | None = None,
+                 extra: str = "") -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="ab-nats-"))
         self.port = free_port()
         lines = [f"listen: 127.0.0.1:{self.port}",
@@ -38,7 +39,7 @@ class PrivateNats:
         if users:
             entries = ", ".join(f'{{user: "{u}", password: "{p}"}}' for u, p in users.items())
             lines.append(f"authorization {{ users: [{entries}] }}")
-        (self.dir / "nats.conf").write_text("\n".join(lines) + "\n")
+        (self.dir / "nats.conf").write_text("\n".join(lines) + "\n" + extra)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:

@@ -2,7 +2,8 @@
 
 Bad credentials -> AuthenticationError (never recoverable, no password in it,
 sync and async); nothing listening -> BrokerUnreachableError; the right
-credentials work.
+credentials work; a body over the server's max_payload is refused before
+sending, with the reason, and the connection is untouched.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import pytest
 
 import ackbridge
 from ackbridge.errors import AuthenticationError, BrokerUnreachableError
+from ackbridge.messages import ConfirmStatus
+from ackbridge.testing.faults import faults
+from ackbridge.testing.twins import Twin
 from tests.failures.private_mosquitto import free_port
 from tests.failures.private_nats import PrivateNats
 from tests.failures.test_failure_taxonomy import CANARY, _connect_error, _connect_error_async, _no_secret
@@ -58,3 +62,22 @@ def test_nothing_listening_reads_cleanly(face: str) -> None:
     assert isinstance(error, BrokerUnreachableError) and error.recoverable, error
     assert "refused" in str(error).lower(), error
     _no_secret(error)
+
+
+@pytest.mark.parametrize("face", ["sync", "async"])
+def test_over_max_payload_is_refused_before_sending(face: str) -> None:
+    subject = f"abtest.size.{uuid.uuid4().hex[:8]}"
+    twin = Twin(face)
+    with PrivateNats(extra="max_payload: 1024\n") as server:
+        server.add_stream(subject)
+        conn = twin.connect(server.url())
+        try:
+            generation = faults(conn).generation
+            outcome = conn.publish(subject, bytes(2000)).result(timeout=10)
+            assert outcome.status is ConfirmStatus.REFUSED and "max_payload" in outcome.reason, outcome
+            assert conn.publish(subject, b"small").result(timeout=10).confirmed
+            assert faults(conn).generation == generation, "the connection was never touched"
+            assert server.stream_messages(subject) == 1, "only the small one is on the server"
+        finally:
+            conn.close()
+            twin.close()

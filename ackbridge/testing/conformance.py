@@ -81,11 +81,8 @@ class ConformanceSuite(LabelConformance, BatchConformance):
 
     # ---- ack / requeue / reject ----------------------------------------------------
     def test_ack_removes(self, conn: Any, harness: BrokerHarness) -> None:
-        queue = harness.new_queue()
-        bodies = [_body("ack") for _ in range(3)]
-        self.publish_all(conn, harness, queue, bodies)
-        consumer = conn.consume(queue, prefetch=10)
-        got = self.get_n(consumer, 3)
+        queue, bodies = self.filled_queue(conn, harness, "ack", 3)
+        got = self.get_n(conn.consume(queue, prefetch=10), 3)
         assert sorted(d.body for d in got) == sorted(bodies)
         self.broker_counts(harness, queue, ready=0, unacked=3)
         for delivery in got:
@@ -142,11 +139,7 @@ class ConformanceSuite(LabelConformance, BatchConformance):
         self.broker_counts(harness, queue, ready=0, unacked=0)
 
     def test_out_of_order_settlement(self, conn: Any, harness: BrokerHarness) -> None:
-        queue = harness.new_queue()
-        bodies = [_body("order") for _ in range(3)]
-        self.publish_all(conn, harness, queue, bodies)
-        consumer = conn.consume(queue, prefetch=10)
-        d1, d2, d3 = self.get_n(consumer, 3)
+        queue, _, (d1, d2, d3) = self.received(conn, harness, "order", 3, prefetch=10)
         d3.ack()
         d1.ack()
         d2.ack()
@@ -154,9 +147,7 @@ class ConformanceSuite(LabelConformance, BatchConformance):
 
     # ---- handler consumers -------------------------------------------------------------
     def test_handler_settles_every_delivery_in_order(self, conn: Any, harness: BrokerHarness) -> None:
-        queue = harness.new_queue()
-        bodies = [_body("handler") for _ in range(20)]
-        self.publish_all(conn, harness, queue, bodies)
+        queue, bodies = self.filled_queue(conn, harness, "handler", 20)
         seen: list[bytes] = []
 
         def handler(delivery: Any) -> Any:
@@ -217,11 +208,7 @@ class ConformanceSuite(LabelConformance, BatchConformance):
 
     # ---- refused settlements ------------------------------------------------------------
     def test_double_settle_raises_and_sends_nothing(self, conn: Any, harness: BrokerHarness) -> None:
-        queue = harness.new_queue()
-        bodies = [_body("double") for _ in range(2)]
-        self.publish_all(conn, harness, queue, bodies)
-        consumer = conn.consume(queue, prefetch=10)
-        first, second = self.get_n(consumer, 2)
+        queue, _, (first, second) = self.received(conn, harness, "double", 2, prefetch=10)
         first.ack()
         for verb in ("ack", "requeue", "reject"):
             with pytest.raises(AlreadySettledError, match="already acked") as err:
@@ -235,9 +222,7 @@ class ConformanceSuite(LabelConformance, BatchConformance):
         self.broker_counts(harness, queue, ready=0, unacked=0)
 
     def test_stale_settle_raises_and_message_returns(self, conn: Any, harness: BrokerHarness, twin: Twin) -> None:
-        queue = harness.new_queue()
-        bodies = [_body("stale") for _ in range(2)]
-        self.publish_all(conn, harness, queue, bodies)
+        queue, bodies = self.filled_queue(conn, harness, "stale", 2)
         consumer = conn.consume(queue, prefetch=1)
         old = self.get_n(consumer, 1)[0]
         harness.break_connection(unwrap(conn))
@@ -332,8 +317,7 @@ class ConformanceSuite(LabelConformance, BatchConformance):
 
     # ---- flow control and conflation ------------------------------------------------------
     def test_prefetch_bounds_unsettled(self, conn: Any, harness: BrokerHarness) -> None:
-        queue = harness.new_queue()
-        self.publish_all(conn, harness, queue, [_body("prefetch") for _ in range(8)])
+        queue, _ = self.filled_queue(conn, harness, "prefetch", 8)
         consumer = conn.consume(queue, prefetch=3)
         got = self.get_n(consumer, 3)
         assert consumer.get(timeout=1.0) is None
@@ -343,10 +327,7 @@ class ConformanceSuite(LabelConformance, BatchConformance):
         assert more[0].body not in {d.body for d in got}
 
     def test_conflation_flushes_on_count(self, conn: Any, harness: BrokerHarness) -> None:
-        queue = harness.new_queue()
-        self.publish_all(conn, harness, queue, [_body("count") for _ in range(10)])
-        consumer = conn.consume(queue, prefetch=20, conflate_count=5, conflate_ms=0)
-        got = self.get_n(consumer, 10)
+        queue, consumer, got = self.received(conn, harness, "count", 10, prefetch=20, conflate_count=5, conflate_ms=0)
         for d in got[:4]:
             d.ack()
         assert consumer.unsettled == 10, "4 acks must wait for the 5th"
@@ -358,29 +339,23 @@ class ConformanceSuite(LabelConformance, BatchConformance):
         self.broker_counts(harness, queue, ready=0, unacked=0)
 
     def test_conflation_flushes_on_time(self, conn: Any, harness: BrokerHarness) -> None:
-        queue = harness.new_queue()
-        self.publish_all(conn, harness, queue, [_body("time") for _ in range(3)])
-        consumer = conn.consume(queue, prefetch=20, conflate_count=1000, conflate_ms=100)
-        for d in self.get_n(consumer, 3):
+        queue, consumer, got = self.received(conn, harness, "time", 3, prefetch=20, conflate_count=1000,
+                                             conflate_ms=100)
+        for d in got:
             d.ack()
         eventually(lambda: consumer.unsettled == 0, message="timer flush")
         self.broker_counts(harness, queue, ready=0, unacked=0)
 
     def test_conflation_flushes_on_close(self, conn: Any, harness: BrokerHarness) -> None:
-        queue = harness.new_queue()
-        self.publish_all(conn, harness, queue, [_body("close") for _ in range(3)])
-        consumer = conn.consume(queue, prefetch=20, conflate_count=1000, conflate_ms=0)
-        for d in self.get_n(consumer, 3):
+        queue, consumer, got = self.received(conn, harness, "close", 3, prefetch=20, conflate_count=1000, conflate_ms=0)
+        for d in got:
             d.ack()
         assert consumer.unsettled == 3
         consumer.close()
         self.broker_counts(harness, queue, ready=0, unacked=0)
 
     def test_ack_through_is_cumulative(self, conn: Any, harness: BrokerHarness) -> None:
-        queue = harness.new_queue()
-        self.publish_all(conn, harness, queue, [_body("through") for _ in range(5)])
-        consumer = conn.consume(queue, prefetch=10)
-        got = self.get_n(consumer, 5)
+        queue, consumer, got = self.received(conn, harness, "through", 5, prefetch=10)
         if conn.capabilities.support(Verb.CUMULATIVE_ACK).level is Level.UNSUPPORTED:
             with pytest.raises(UnsupportedVerbError):
                 consumer.ack_through(got[2])

@@ -8,15 +8,11 @@ from typing import Any
 from ackbridge.settlement import State
 from ackbridge.testing.harness import BrokerHarness
 from ackbridge.testing.suite_helpers import SuiteHelpers
-from ackbridge.testing.suite_helpers import body_of as _body
 
 
 class BatchConformance(SuiteHelpers):
     def test_settle_batch_acks_exactly_the_batch(self, conn: Any, harness: BrokerHarness) -> None:
-        queue = harness.new_queue()
-        self.publish_all(conn, harness, queue, [_body("batch") for _ in range(6)])
-        consumer = conn.consume(queue, prefetch=10, conflate_count="manual")
-        got = self.get_n(consumer, 6)
+        queue, consumer, got = self.received(conn, harness, "batch", 6, prefetch=10, conflate_count="manual")
         result = consumer.settle_batch(got[:4])
         assert (result.settled, result.refused) == (4, 0)
         assert [d.state for d in got] == [State.ACKED] * 4 + [State.PENDING] * 2
@@ -31,10 +27,7 @@ class BatchConformance(SuiteHelpers):
         self.broker_counts(harness, queue, ready=0, unacked=0)
 
     def test_settle_batch_counts_refused_and_touches_nothing_else(self, conn: Any, harness: BrokerHarness) -> None:
-        queue = harness.new_queue()
-        self.publish_all(conn, harness, queue, [_body("refused") for _ in range(3)])
-        consumer = conn.consume(queue, prefetch=10)
-        got = self.get_n(consumer, 3)
+        queue, consumer, got = self.received(conn, harness, "refused", 3, prefetch=10)
         got[0].ack()
         result = consumer.settle_batch(got[:2])
         assert (result.settled, result.refused, result.cumulative) == (1, 1, False)
@@ -43,10 +36,8 @@ class BatchConformance(SuiteHelpers):
         got[2].ack()
 
     def test_manual_flush_holds_acks_until_flush(self, conn: Any, harness: BrokerHarness) -> None:
-        queue = harness.new_queue()
-        self.publish_all(conn, harness, queue, [_body("manual") for _ in range(3)])
-        consumer = conn.consume(queue, prefetch=10, conflate_count="manual", conflate_ms=0)
-        got = self.get_n(consumer, 3)
+        queue, consumer, got = self.received(conn, harness, "manual", 3, prefetch=10, conflate_count="manual",
+                                             conflate_ms=0)
         for delivery in got:
             delivery.ack()
         assert consumer.unsettled == 3  # decided, nothing on the wire yet

@@ -27,6 +27,21 @@ class SuiteHelpers:
         statuses = [c.outcome.status for c in confirms]
         assert statuses == [ConfirmStatus.CONFIRMED] * len(bodies), statuses
 
+    def filled_queue(self, conn: Any, harness: BrokerHarness, tag: str, n: int) -> tuple[str, list[bytes]]:
+        """A new queue holding *n* confirmed messages tagged *tag*: (queue, their bodies)."""
+        queue = harness.new_queue()
+        bodies = [body_of(tag) for _ in range(n)]
+        self.publish_all(conn, harness, queue, bodies)
+        return queue, bodies
+
+    def received(self, conn: Any, harness: BrokerHarness, tag: str, n: int,
+                 **consume_options: Any) -> tuple[str, Any, list[Any]]:
+        """*n* messages published to a new queue and received, unsettled, by a new
+        consumer: (queue, consumer, deliveries)."""
+        queue, _ = self.filled_queue(conn, harness, tag, n)
+        consumer = conn.consume(queue, **consume_options)
+        return queue, consumer, self.get_n(consumer, n)
+
     @staticmethod
     def get_n(consumer: Any, n: int) -> list[Any]:
         got: list[Any] = []

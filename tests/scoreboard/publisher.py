@@ -46,7 +46,7 @@ from tests.scoreboard.publisher_targets import LOSES_ON_KILL, RESTART_FAULT, TAR
 
 MODES = ("plain", "retransmit")
 WINDOW = 200
-RETRANSMIT = {"retransmit": True, "max_attempts": 50, "retransmit_deadline": 150.0}
+RETRANSMIT: dict[str, Any] = {"retransmit": True, "max_attempts": 50, "retransmit_deadline": 150.0}
 #: Between publishes while a restart is under way (a pace, not a wait for state).
 PACE_S = 0.005
 #: Nothing delivered for this long, with ids still missing, ends the drain (above the scoreboard

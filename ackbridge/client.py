@@ -136,20 +136,17 @@ class Connection(ConnectionBase):
         return consumer
 
     def publisher(self, **options: Unpack[PublisherOptions]) -> Publisher:
-        """A publisher with its own window of unconfirmed publishes (defaults: the
-        connection's ``window`` and ``confirm_timeout``).
+        """A publisher with its own window of unconfirmed publishes; *options* are
+        :class:`~ackbridge.keywords.PublisherOptions` (unset ``window`` and
+        ``confirm_timeout``: the connection's).
 
-        Args:
-            retransmit: send a publish whose outcome is unknown again, with the same
-                message id (one is assigned when none was given), in order, after a
-                back-off; refused is never sent again. Its confirm resolves once, with
-                the final outcome and ``outcome.attempts``. Each attempt waits
-                ``confirm_timeout`` for its answer.
-            max_attempts: sends of one message at most (retransmit).
-            retransmit_deadline: seconds after the first send when retransmission gives up.
-            sequence: stamp ``ackbridge-producer`` and ``ackbridge-seq`` (1, 2, 3...) on every
-                message, for consumers' loss detection (``consume(on_gap=...)``).
-            producer_id: the producer id stamped (default: a random one per publisher).
+        With ``retransmit=True`` a publish whose outcome is unknown is sent again,
+        with the same message id (one is assigned when none was given), in order,
+        after a back-off; refused is never sent again. Its confirm resolves once,
+        with the final outcome and ``outcome.attempts``; each attempt waits
+        ``confirm_timeout`` for its answer. ``sequence=True`` stamps
+        ``ackbridge-producer`` and ``ackbridge-seq`` (1, 2, 3...) on every message
+        for consumers' loss detection (``consume(on_gap=...)``).
         """
         return Publisher(self, *engine.plan_publisher(self._options, options))
 

@@ -7,12 +7,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from ackbridge import engine
 from ackbridge.capabilities import Capabilities, Verb
 from ackbridge.engine import AckBook
 from ackbridge.errors import AckbridgeError
 from ackbridge.guaranteed import ConsumerGuard
 from ackbridge.labels import requested_labels
 from ackbridge.messages import ConfirmOutcome, InboundMessage, WireVerb
+from ackbridge.observability import connection_observer
 from ackbridge.settlement import Ledger, Record, State
 from ackbridge.transport import TransportBase
 from ackbridge.urls import BrokerURL
@@ -53,11 +55,12 @@ class EventRouter:
     """Hands each transport event to the consumer or publisher it belongs to. Both
     faces route through it; the async face first moves the event onto its loop."""
 
-    __slots__ = ("_consumers", "_publishers")
+    __slots__ = ("_consumers", "_observer", "_publishers")
 
-    def __init__(self, consumers: Mapping[str, Any], publishers: dict[int, Any]) -> None:
+    def __init__(self, consumers: Mapping[str, Any], publishers: dict[int, Any], observer: Any = None) -> None:
         self._consumers = consumers
         self._publishers = publishers
+        self._observer = observer
 
     def deliver(self, subscription: str, message: InboundMessage) -> None:
         consumer = self._consumers.get(subscription)
@@ -75,6 +78,8 @@ class EventRouter:
             consumer._on_failure(error)
 
     def generation_ended(self, generation: int, reason: str = "") -> None:
+        if self._observer is not None:
+            self._observer.generation_ended(generation)
         for consumer in list(self._consumers.values()):
             consumer._on_generation_end(generation)
 
@@ -92,7 +97,9 @@ class ConnectionBase:
         self._options = dict(options)
         self._seq = itertools.count(1)
         self._inbox_address: str | None = None
-        self._acks = AckBook()
+        #: Records metrics and spans; None when neither is configured (see ackbridge.observability).
+        self._observer = connection_observer(url)
+        self._acks = AckBook(self._observer)
         self._closed = False
 
     @property
@@ -104,6 +111,10 @@ class ConnectionBase:
     def broker(self) -> str:
         return self._transport.capabilities.broker
 
+    def _plan_consumer(self, source: str, handler: object, options: Any) -> engine.ConsumerPlan:
+        """What ``consume()`` subscribes with (both faces)."""
+        return engine.plan_consumer(self.capabilities, self._options, source, handler, options, self._observer)
+
 
 class ConsumerBase:
     """What the sync and async consumers share."""
@@ -114,6 +125,8 @@ class ConsumerBase:
         self.source = source
         self._ledger = ledger
         self._closed = False
+        if ledger.observer is not None:
+            ledger.observer.connection.track_consumer(self)
         #: Set when the connection failed for good: get() raises it once nothing is ready.
         self._failure: AckbridgeError | None = None
 

@@ -40,7 +40,7 @@ class _AsyncEvents:
 
     def __init__(self, connection: AsyncConnection) -> None:
         self._conn = connection
-        self._router = EventRouter(connection._consumers, connection._publishers)
+        self._router = EventRouter(connection._consumers, connection._publishers, connection._observer)
 
     def deliver(self, subscription: str, message: InboundMessage) -> None:
         self._conn._on_loop(self._router.deliver, subscription, message)
@@ -130,7 +130,7 @@ class AsyncConnection(ConnectionBase):
         """Subscribe to *source*; see :meth:`ackbridge.client.Connection.consume`. With
         *handler*, it is called with each delivery, one at a time in arrival order, on
         the event loop, and what it returns is awaited if it is awaitable."""
-        plan = engine.plan_consumer(self.capabilities, self._options, source, handler, options)
+        plan = self._plan_consumer(source, handler, options)
         consumer = AsyncConsumer(self, plan.subscription, source, plan.ledger, plan.conflate_ms, handler,
                                  plan.guard)
         self._consumers[plan.subscription] = consumer

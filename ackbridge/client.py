@@ -37,7 +37,7 @@ class _Events(EventRouter):
     __slots__ = ("_acks_reply",)
 
     def __init__(self, connection: Connection) -> None:
-        super().__init__(connection._consumers, connection._publishers)
+        super().__init__(connection._consumers, connection._publishers, connection._observer)
         self._acks_reply = connection._on_reply
 
     def reply(self, message: InboundMessage) -> None:
@@ -128,7 +128,7 @@ class Connection(ConnectionBase):
         ``"warn"`` (a log warning), ``"raise"`` (get() raises DataLossError) or a
         callable ``on_gap(producer_id, missing_numbers)``; ``gaps`` and ``missing``
         count and list them."""
-        plan = engine.plan_consumer(self.capabilities, self._options, source, handler, options)
+        plan = self._plan_consumer(source, handler, options)
         consumer = Consumer(self, plan.subscription, source, plan.ledger, plan.conflate_ms, handler, plan.guard)
         with self._lock:
             self._consumers[plan.subscription] = consumer

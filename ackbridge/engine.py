@@ -14,7 +14,7 @@ import uuid
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ackbridge import labels as labels_mod
 from ackbridge.capabilities import Capabilities, Level, Verb
@@ -25,6 +25,9 @@ from ackbridge.labels import AckCollector, LabelAck, check_request
 from ackbridge.messages import ConfirmOutcome, InboundMessage, WireSettle, WireVerb, refused, unknown
 from ackbridge.options import CORE_OPTIONS, resolve_options
 from ackbridge.settlement import Ledger, Record
+
+if TYPE_CHECKING:
+    from ackbridge.observability.metrics import ConnectionObserver
 
 _CONSUMER_OPTIONS = ("prefetch", "conflate_count", "conflate_ms", "max_deliveries")
 _PUBLISHER_OPTIONS = ("window", "confirm_timeout")
@@ -65,7 +68,7 @@ class ConsumerPlan:
 
 
 def plan_consumer(capabilities: Capabilities, base: Mapping[str, Any], source: str, handler: object,
-                  options: ConsumeOptions) -> ConsumerPlan:
+                  options: ConsumeOptions, observer: ConnectionObserver | None = None) -> ConsumerPlan:
     """What ``consume(source, handler=..., **options)`` subscribes with, checked."""
     check_keywords("consume()", options, ConsumeOptions)
     if handler is not None and not callable(handler):
@@ -83,7 +86,8 @@ def plan_consumer(capabilities: Capabilities, base: Mapping[str, Any], source: s
         capabilities.require(Verb.REJECT)
     subscription = f"sub-{uuid.uuid4().hex[:12]}"
     ledger = Ledger(subscription, capabilities, conflate_count=opts["conflate_count"],
-                    conflate_ms=opts["conflate_ms"], max_deliveries=opts["max_deliveries"])
+                    conflate_ms=opts["conflate_ms"], max_deliveries=opts["max_deliveries"],
+                    observer=observer.subscription(source) if observer is not None else None)
     dedupe_window, on_gap = options.get("dedupe_window"), options.get("on_gap")
     guard = (ConsumerGuard(dedupe_window, on_gap, source)
              if dedupe_window is not None or on_gap is not None else None)
@@ -218,8 +222,9 @@ def persisted_ack(outcome: ConfirmOutcome | None) -> LabelAck:
 class AckBook:
     """Open acknowledgement requests of one connection, by correlation id."""
 
-    def __init__(self) -> None:
+    def __init__(self, observer: ConnectionObserver | None = None) -> None:
         self._collectors: dict[str, AckCollector] = {}
+        self._observer = observer
 
     def open(self, capabilities: Capabilities, correlation_id: str, labels: tuple[str, ...],
              timeout: float) -> AckCollector:
@@ -233,6 +238,8 @@ class AckBook:
         collector = self._collectors.get(correlation_id)
         if collector is None or not collector.add(ack):
             return False
+        if self._observer is not None:
+            self._observer.labelled_ack(ack.label, ack.status)
         if collector.complete:
             del self._collectors[correlation_id]
         return True

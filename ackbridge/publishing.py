@@ -129,7 +129,7 @@ class ConfirmBase:
     """What both faces' confirms hold: which publish it answers, when its wait
     ends, its retransmission record and its labelled-ack waiter."""
 
-    __slots__ = ("_acks", "_attempts", "_deadline", "correlation_id", "message_id", "seq")
+    __slots__ = ("_acks", "_attempts", "_deadline", "_span", "correlation_id", "destination", "message_id", "seq")
 
     def __init__(self, seq: int, message: OutboundMessage, deadline: float,
                  attempts: guaranteed.Attempts | None) -> None:
@@ -139,6 +139,9 @@ class ConfirmBase:
         self._deadline = deadline
         self._attempts = attempts
         self._acks: Any = None
+        #: Set by the publisher while metrics or traces are recorded.
+        self.destination = ""
+        self._span: Any = None
 
     def __repr__(self) -> str:
         return engine.confirm_repr(self)
@@ -161,6 +164,10 @@ class PublisherBase:
         self._pending: dict[int, Any] = {}
         #: Guaranteed publishes whose last attempt was unknown, oldest first, to send again.
         self._retry: deque[Any] = deque()
+        #: Records outcomes and spans; None when neither is configured.
+        self._observer = connection._observer
+        if self._observer is not None:
+            self._observer.track_publisher(self)
         self._init_waiting()
 
     def _init_waiting(self) -> None:
@@ -190,6 +197,19 @@ class PublisherBase:
         if not guarantee.retransmit:
             return message, None
         return message, guaranteed.Attempts(destination, message, time.monotonic() + guarantee.deadline)
+
+    def _observe(self, confirm: ConfirmBase, destination: str, message: OutboundMessage) -> None:
+        """Note where *confirm*'s publish goes and, with tracing on, start its span and
+        put the trace context into *message* (call before sending it)."""
+        observer = self._observer
+        if observer is None:
+            return
+        confirm.destination = destination
+        if observer.tracer is not None:
+            from ackbridge.observability.tracing import start_publish
+
+            confirm._span = start_publish(observer.tracer, destination, message,
+                                          observer.send_attributes(destination))
 
     def _resolved(self, seq: int, outcome: ConfirmOutcome) -> None:
         raise NotImplementedError
@@ -223,11 +243,27 @@ class PublisherBase:
         """The outcome to resolve *confirm* with; None when it is to be sent again."""
         attempts = confirm._attempts
         if attempts is None or self._guarantee is None:
-            return outcome
-        final = guaranteed.decide(attempts, outcome, time.monotonic(), self._guarantee.max_attempts)
-        if final is not None and final.status is not ConfirmStatus.UNKNOWN:
-            self._backoff.reset()  # the broker answers again: retransmit promptly next time
+            final: ConfirmOutcome | None = outcome
+        else:
+            final = guaranteed.decide(attempts, outcome, time.monotonic(), self._guarantee.max_attempts)
+            if final is not None and final.status is not ConfirmStatus.UNKNOWN:
+                self._backoff.reset()  # the broker answers again: retransmit promptly next time
+        if final is not None and self._observer is not None:
+            self._observed(confirm, final)
         return final
+
+    def _observed(self, confirm: ConfirmBase, final: ConfirmOutcome) -> None:
+        """Record *confirm*'s final outcome: the counter, the broker's answer time
+        (its last send was ``confirm_timeout`` before its deadline) and the span."""
+        assert self._observer is not None
+        answered = final.status is not ConfirmStatus.UNKNOWN
+        self._observer.published(confirm.destination, final,
+                                 confirm._deadline - self._confirm_timeout if answered else None)
+        span, confirm._span = confirm._span, None
+        if span is not None:
+            from ackbridge.observability.tracing import end_publish
+
+            end_publish(span, final)
 
     def _due_retry(self, confirm: ConfirmBase) -> None:
         """Note that *confirm* waits for a retransmission: result() and flush() wait
@@ -244,6 +280,8 @@ class PublisherBase:
             return None
         attempts.attempts += 1
         self.retransmitted += 1
+        if self._observer is not None:
+            self._observer.retransmitted(attempts.destination)
         confirm._deadline = now + self._confirm_timeout
         self._pending[seq] = confirm
         return attempts

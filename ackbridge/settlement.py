@@ -18,11 +18,15 @@ import enum
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ackbridge.capabilities import Capabilities, Level, Verb
 from ackbridge.errors import AlreadySettledError
 from ackbridge.generations import stale_error
 from ackbridge.messages import InboundMessage, WireSettle, WireVerb
+
+if TYPE_CHECKING:
+    from ackbridge.observability.metrics import SubscriptionObserver
 
 
 class State(enum.StrEnum):
@@ -56,6 +60,8 @@ class Record:
     seq: int
     state: State = State.PENDING
     stale: bool = False
+    #: Monotonic arrival time, noted only while metrics or traces are recorded.
+    received_at: float = 0.0
 
 
 class Ledger:
@@ -68,8 +74,11 @@ class Ledger:
         conflate_ms: float = 0.0,
         max_deliveries: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        observer: SubscriptionObserver | None = None,
     ) -> None:
         self.subscription = subscription
+        #: Records receipts and settlements (None: metrics and traces are off).
+        self.observer = observer
         self._capabilities = capabilities
         self._ordered = capabilities.ordered_acks
         self._multiple = capabilities.support(Verb.CUMULATIVE_ACK).level is Level.NATIVE
@@ -102,6 +111,8 @@ class Ledger:
         self._next_seq += 1
         record = Record(message, self._next_seq)
         self._outstanding[record.seq] = record
+        if self.observer is not None:
+            self.observer.received(record)
         return record
 
     def receive_simple(self, message: InboundMessage) -> Record | None:
@@ -113,6 +124,8 @@ class Ledger:
         self._next_seq += 1
         record = Record(message, self._next_seq)
         self._outstanding[record.seq] = record
+        if self.observer is not None:
+            self.observer.received(record)
         return record
 
     def receive(self, message: InboundMessage) -> Admission:
@@ -125,7 +138,7 @@ class Ledger:
         count = message.delivery_count
         if self._max_deliveries is not None and count is not None and count > self._max_deliveries:
             self.dead_lettered_by_policy += 1
-            return Admission(None, self.settle(record, WireVerb.REJECT), new_generation)
+            return Admission(None, self.settle(record, WireVerb.REJECT, by_policy=True), new_generation)
         return Admission(record, [], new_generation)
 
     def generation_ended(self, generation: int) -> None:
@@ -173,12 +186,18 @@ class Ledger:
                 f"was already {record.state.value}; nothing was sent"
             )
         if record.stale or record.message.generation != self._generation:
+            if self.observer is not None:
+                self.observer.stale()
             raise stale_error(f"delivery {record.message.message_id or record.seq} from {record.message.source!r}",
                               record.message.generation)
 
-    def settle(self, record: Record, verb: WireVerb) -> list[WireSettle]:
+    def settle(self, record: Record, verb: WireVerb, *, by_policy: bool = False) -> list[WireSettle]:
+        """Decide *record* with *verb* (``by_policy``: a poison message dead-lettered by
+        ``max_deliveries``); the ops to put on the wire now."""
         self.check(record)
         record.state = _VERB_STATE[verb]
+        if self.observer is not None:
+            self.observer.settled(record, verb, by_policy=by_policy)
         if not self._conflating:
             outstanding = self._outstanding
             if not self._ordered or next(iter(outstanding)) == record.seq:
@@ -215,6 +234,8 @@ class Ledger:
             if other.state is State.PENDING:
                 other.state = State.ACKED
                 newly += 1
+                if self.observer is not None:
+                    self.observer.settled(other, WireVerb.ACK)
         self._acked_held += newly
         if not self._conflating:
             return self._release_ordered_prefix() if self._ordered else self.flush()

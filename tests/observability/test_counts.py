@@ -1,0 +1,103 @@
+"""300 published, 100 acked, 100 rejected, 100 requeued: the same numbers in the
+metrics and in what the broker holds, on every broker, both faces."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import ackbridge
+from ackbridge.testing import eventually
+from tests.observability.conftest import Metrics
+
+N = 100
+TIMEOUT = 30.0
+
+
+def verb_for(body: bytes) -> str:
+    index = int(body.split(b"-")[1])
+    return ("ack", "reject", "requeue")[index // N]
+
+
+def check_counts(metrics: Metrics, harness: Any, queue: str) -> None:
+    settled = "ackbridge.settled"
+    assert metrics.total("ackbridge.published", ackbridge__outcome="confirmed") == 3 * N
+    assert metrics.total("ackbridge.published", ackbridge__outcome="refused") == 0
+    assert metrics.total("ackbridge.published", ackbridge__outcome="unknown") == 0
+    assert metrics.total(settled, messaging__operation__name="ack", messaging__destination__name=queue) == N
+    assert metrics.total(settled, messaging__operation__name="reject", messaging__destination__name=queue) == N
+    assert metrics.total(settled, messaging__operation__name="requeue", messaging__destination__name=queue) == N
+    assert metrics.count("ackbridge.confirm.duration") == 3 * N
+    assert metrics.count("ackbridge.settle.duration", messaging__destination__name=queue) == 3 * N
+    assert metrics.total("ackbridge.unconfirmed") == 0
+    assert metrics.total("ackbridge.stale_refused") == 0
+    # What the broker holds: the requeued hundred ready, the rejected hundred dead-lettered.
+    eventually(lambda: harness.ready(queue) == N, timeout=TIMEOUT, message=f"{N} ready in {queue}")
+    assert harness.unacked(queue) == 0
+    eventually(lambda: len(harness.dead_lettered(queue)) == N, timeout=TIMEOUT, message=f"{N} dead-lettered")
+    for value in metrics.attribute_values():  # never a credential
+        assert "guest" not in str(value) and "canary" not in str(value)
+
+
+def test_counts_sync(metrics: Metrics, harness: Any) -> None:
+    queue = harness.new_queue()
+    with ackbridge.connect(harness.url(), **harness.connect_options()) as conn:
+        publisher = conn.publisher()
+        for i in range(3 * N):
+            publisher.publish(harness.publish_target(queue), f"m-{i}".encode(), message_id=f"m-{i}")
+        assert publisher.flush(timeout=TIMEOUT)
+        consumer = conn.consume(queue, prefetch=400)
+        decided: set[bytes] = set()
+        while len(decided) < 3 * N:
+            delivery = consumer.get(timeout=TIMEOUT)
+            assert delivery is not None, f"{len(decided)} of {3 * N} decided"
+            if delivery.body in decided:
+                continue  # a requeued copy: left unsettled, back to the broker on close
+            decided.add(delivery.body)
+            getattr(delivery, verb_for(delivery.body))()
+        assert metrics.total("ackbridge.unsettled", messaging__destination__name=queue) == consumer.unsettled
+        consumer.close()
+    check_counts(metrics, harness, queue)
+
+
+def test_counts_async(metrics: Metrics, harness: Any) -> None:
+    queue = harness.new_queue()
+
+    async def run() -> None:
+        async with await ackbridge.connect_async(harness.url(), **harness.connect_options()) as conn:
+            publisher = conn.publisher()
+            for i in range(3 * N):
+                await publisher.publish(harness.publish_target(queue), f"m-{i}".encode(), message_id=f"m-{i}")
+            assert await publisher.flush(timeout=TIMEOUT)
+            consumer = await conn.consume(queue, prefetch=400)
+            decided: set[bytes] = set()
+            while len(decided) < 3 * N:
+                delivery = await consumer.get(timeout=TIMEOUT)
+                assert delivery is not None, f"{len(decided)} of {3 * N} decided"
+                if delivery.body in decided:
+                    continue
+                decided.add(delivery.body)
+                await getattr(delivery, verb_for(delivery.body))()
+            await consumer.close()
+
+    asyncio.run(run())
+    check_counts(metrics, harness, queue)
+
+
+def test_off_records_nothing() -> None:
+    """No provider configured (the API's proxy only): connections get no observer."""
+    from ackbridge.observability import connection_observer
+    from ackbridge.urls import parse_url
+
+    assert connection_observer(parse_url("amqp://user:secret@127.0.0.1:5672/")) is None
+
+
+@pytest.mark.parametrize("url", ["amqp://user:s3cret@host:5672/", "nats://tok:s3cret@host:4222"])
+def test_no_credential_in_attributes(url: str) -> None:
+    from ackbridge.observability.attributes import connection_attributes
+    from ackbridge.urls import parse_url
+
+    values = [str(v) for v in connection_attributes(parse_url(url)).values()]
+    assert not any("s3cret" in v or "user" in v or "tok" in v for v in values)

@@ -15,6 +15,7 @@ from ackbridge.guaranteed import ConsumerGuard
 from ackbridge.labels import requested_labels
 from ackbridge.messages import ConfirmOutcome, InboundMessage, WireVerb
 from ackbridge.observability import connection_observer
+from ackbridge.observability.logs import delivery_fields, quiet_client_libraries
 from ackbridge.settlement import Ledger, Record, State
 from ackbridge.transport import TransportBase
 from ackbridge.urls import BrokerURL
@@ -46,9 +47,17 @@ def handler_failed(capabilities: Capabilities, source: str, delivery: DeliveryBa
     """Log a handler's exception (call from its ``except``) and say what to do
     with its delivery (see :func:`failed_handler_verb`)."""
     verb = failed_handler_verb(capabilities, delivery)
-    log.exception("ackbridge handler raised on a message from %r (id %r); %s", source, delivery.message_id,
-                  FAILED_VERB_TEXT[verb])
+    log.exception("ackbridge %s: handler raised on a message from %r (generation %d, id %r); %s",
+                  delivery.broker, source, delivery.generation, delivery.message_id, FAILED_VERB_TEXT[verb],
+                  extra=delivery_fields(delivery.broker, source, delivery.generation))
     return verb
+
+
+def settle_failed(delivery: DeliveryBase, exc: Exception) -> None:
+    """Log that the failed handler's delivery could not be settled either."""
+    log.warning("ackbridge %s: could not settle the failed message from %r (generation %d): %s",
+                delivery.broker, delivery.source, delivery.generation, exc,
+                extra=delivery_fields(delivery.broker, delivery.source, delivery.generation))
 
 
 class EventRouter:
@@ -99,6 +108,7 @@ class ConnectionBase:
         self._inbox_address: str | None = None
         #: Records metrics and spans; None when neither is configured (see ackbridge.observability).
         self._observer = connection_observer(url)
+        quiet_client_libraries()
         self._acks = AckBook(self._observer)
         self._closed = False
 

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ackbridge import engine
-from ackbridge._base import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed
+from ackbridge._base import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed, settle_failed
 from ackbridge.capabilities import Verb
 from ackbridge.engine import BatchResult
 from ackbridge.errors import AckbridgeError, ConfigurationError, SettlementError
@@ -223,7 +223,7 @@ class AsyncConsumer(ConsumerBase):
                     try:
                         await self._settle(delivery, verb)
                     except AckbridgeError as exc:
-                        log.warning("ackbridge could not settle the failed message: %s", exc)
+                        settle_failed(delivery, exc)
 
     async def _send_locked(self, ops: list[WireSettle]) -> None:
         async with self._send_lock:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ackbridge import engine
-from ackbridge._base import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed
+from ackbridge._base import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed, settle_failed
 from ackbridge.capabilities import Verb
 from ackbridge.engine import BatchResult
 from ackbridge.errors import AckbridgeError, ConfigurationError, SettlementError
@@ -295,7 +295,7 @@ class Consumer(ConsumerBase):
                 try:
                     self._settle(delivery, verb)
                 except AckbridgeError as exc:
-                    log.warning("ackbridge could not settle the failed message: %s", exc)
+                    settle_failed(delivery, exc)
         finally:
             self._handler_thread = None
 

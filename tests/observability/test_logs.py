@@ -1,0 +1,71 @@
+"""One logger tree, client-library noise below INFO, warnings that say where."""
+
+from __future__ import annotations
+
+import logging
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ackbridge
+from tests.local.harness import LocalHarness
+
+ROOT = Path(__file__).parent.parent.parent
+
+
+def test_every_logger_is_in_the_ackbridge_tree() -> None:
+    names = set()
+    for folder in ("ackbridge", "plugins", "spark_connector"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if path.name == "logs.py":
+                continue  # names the client libraries' loggers
+            names.update(re.findall(r"getLogger\(([^)]*)\)", path.read_text()))
+    assert names, "no loggers found"
+    expected = {'"ackbridge"', '"ackbridge.rabbitmq"', '"ackbridge.mqtt"', '"ackbridge.amqp10"', '"ackbridge.nats"',
+                '"ackbridge.local"', '"ackbridge.spark"'}
+    assert names <= expected, names - expected
+
+
+def test_client_libraries_quieted_unless_configured(tmp_path: Path) -> None:
+    code = f"""
+import logging
+logging.getLogger("paho").setLevel(logging.DEBUG)  # the application's choice stays
+import ackbridge
+from tests.local.harness import LocalHarness
+from pathlib import Path
+h = LocalHarness(Path({str(tmp_path)!r}))
+with ackbridge.connect(h.url()):
+    pass
+print(logging.getLogger("pika").level, logging.getLogger("proton").level, logging.getLogger("paho").level,
+      logging.getLogger().level)
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                         check=True).stdout.split()
+    assert out == [str(logging.WARNING), str(logging.WARNING), str(logging.DEBUG), str(logging.WARNING)]
+
+
+def test_handler_failure_warning_names_broker_destination_generation(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    harness = LocalHarness(tmp_path)
+    try:
+        queue = harness.new_queue()
+        with ackbridge.connect(harness.url()) as conn:
+            conn.publish(queue, b"boom").result(timeout=30)
+
+            def handler(delivery: ackbridge.Delivery) -> None:
+                raise ValueError("handler failed")
+
+            with caplog.at_level(logging.WARNING, logger="ackbridge"):
+                consumer = conn.consume(queue, handler=handler)
+                ackbridge.testing.eventually(lambda: any(r.levelno >= logging.ERROR for r in caplog.records))
+                consumer.close()
+        (record,) = [r for r in caplog.records if r.name == "ackbridge"]
+        assert record.ackbridge_destination == queue  # type: ignore[attr-defined]
+        assert record.ackbridge_broker == conn.broker  # type: ignore[attr-defined]
+        assert isinstance(record.ackbridge_generation, int)  # type: ignore[attr-defined]
+        assert queue in record.getMessage() and "generation" in record.getMessage()
+    finally:
+        harness.cleanup()

@@ -165,16 +165,31 @@ def consume(
     prefetch: Annotated[int, typer.Option(min=1)] = 100,
     idle: Annotated[float, typer.Option(help="stop after this many idle seconds")] = 2.0,
     as_json: JsonOpt = False,
+    metrics_port: Annotated[int | None, typer.Option(
+        help="serve Prometheus metrics on 127.0.0.1:PORT/metrics while consuming (needs ackbridge[prometheus])",
+        min=0, max=65535)] = None,
+    metrics_address: Annotated[str, typer.Option(help="address the --metrics-port endpoint listens on")]
+    = "127.0.0.1",
 ) -> None:
     """Consume up to N messages, settling each as --mode says; print a summary."""
     tally = Tally()
+    server = None
     try:
+        if metrics_port is not None:
+            from ackbridge.observability.prometheus import serve
+
+            server = serve(metrics_port, metrics_address)
+            if not as_json:
+                typer.echo(f"metrics: {server.url}", err=True)
         with connect(url) as conn, _progress(as_json) as progress:
             task = progress.add_task(f"consuming ({mode.value})", total=count)
             consume_many(conn, queue, tally, expect=count, mode=mode.value, prefetch=prefetch, idle_timeout=idle,
                          advance=lambda n: progress.advance(task, n))
     except AckbridgeError as exc:
         fail(exc, as_json=as_json)
+    finally:
+        if server is not None:
+            server.close()
     summary({"received": tally.received, "settled": tally.settled, "redelivered": tally.redelivered,
              "duplicates": tally.duplicates}, f"consume from {queue!r} ({mode.value})", as_json=as_json)
 

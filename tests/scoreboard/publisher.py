@@ -432,7 +432,7 @@ METHOD = (
     "it was issued). connection-cut: the publisher's connection severed through the fault seam "
     "(`ackbridge.testing.faults(conn).sever`). broker-restart: RabbitMQ `rabbitmqctl stop_app`, 2 s, "
     "`start_app` (classic, quorum and AMQP 1.0 on the shared broker); a private Mosquitto with "
-    "`persistence true`, `autosave_on_changes true`, `autosave_interval 1` SIGKILLed, 2 s, started on its "
+    "`persistence true`, `autosave_interval 1` (a save a second) SIGKILLed, 2 s, started on its "
     "store; a private nats-server with a JetStream file store SIGKILLed, 2 s, started (the stream's "
     "ack_wait is 5 s: JetStream forgets acks not yet written at a kill and redelivers them after ack_wait). "
     "process-kill (embedded): the publisher's process, which holds the broker, SIGKILLed once half its "

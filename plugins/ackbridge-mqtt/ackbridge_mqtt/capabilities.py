@@ -36,9 +36,10 @@ _COMMON_NOTES = (
 DURABILITY = ConfirmDurability(
     Durability.UNTIL_NEXT_SAVE,
     "Mosquitto PUBACKs a message held in memory; it survives a broker kill or restart only once saved: "
-    "`persistence true` + `persistence_location`, saved every `autosave_interval` seconds (default 1800) or, "
-    "with `autosave_on_changes true`, after every `autosave_interval` changes (set 1 for the shortest window, "
-    "still after the PUBACK); `persistence false` (Mosquitto's built-in default; Debian's config turns it "
+    "`persistence true` + `persistence_location`, saved every `autosave_interval` seconds (default 1800; 1 "
+    "loses at most about a second) or, with `autosave_on_changes true`, after every `autosave_interval` "
+    "changes (1: after each, still after the PUBACK, and the whole store is rewritten each time: 15 msgs/s "
+    "measured with 900 queued); `persistence false` (Mosquitto's built-in default; Debian's config turns it "
     "on) never saves. A session over `max_queued_messages` (1000) has the message PUBACKed and dropped")
 
 TOPOLOGY = {

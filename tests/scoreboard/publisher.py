@@ -283,7 +283,8 @@ def _inject(target: Target, fault: str, conn: Any, confirms: list[Any], h: PubHi
         h.pending_at_fault = _unresolved(confirms)
 
     def down() -> None:
-        # What was confirmed before the broker died: nothing is confirmed after a kill.
+        # What was confirmed before the broker went (called at the end of the outage: the confirms
+        # it sent before dying are in, and none comes while it is down).
         h.confirmed_at_fault = {str(c.message_id) for c in list(confirms)
                                 if c.outcome is not None and c.outcome.confirmed}
 

@@ -46,8 +46,9 @@ class Target:
     publish_to: str
     #: What a confirm has survived on this broker (from its capability table).
     durability: Durability
-    #: restart(issuing, down): calls issuing() just before the stop/kill is issued and down() once
-    #: the broker is down; keeps it down OUTAGE_S, starts it, returns once it listens again.
+    #: restart(issuing, down): calls issuing() just before the stop/kill is issued and down() at the
+    #: end of the outage, before the start (every confirm sent before the broker went is in by then,
+    #: and none can come while it is down); keeps it down OUTAGE_S, starts it, returns once it listens.
     restart: Callable[[Hook, Hook], None] | None = None
     #: What restart() does, for the method text.
     restart_how: str = ""
@@ -72,8 +73,8 @@ def rabbit_restart(issuing: Hook, down: Hook) -> None:
     try:
         issuing()
         _rabbitmqctl("stop_app")
-        down()
         time.sleep(OUTAGE_S)
+        down()
     finally:
         _rabbitmqctl("start_app")
         _rabbitmqctl("await_startup")
@@ -113,8 +114,8 @@ def _mqtt() -> Target:
     def restart(issuing: Hook, down: Hook) -> None:
         issuing()
         broker.kill()
-        down()
         time.sleep(OUTAGE_S)
+        down()
         broker.start()
 
     topic = f"abtest/pub/{uuid.uuid4().hex[:10]}"
@@ -140,8 +141,8 @@ def _nats() -> Target:
     def restart(issuing: Hook, down: Hook) -> None:
         issuing()
         server.kill()
-        down()
         time.sleep(OUTAGE_S)
+        down()
         server.start()
 
     return Target("nats-jetstream", server.url(), {"reconnect_max_delay": 0.5, "ack_wait": NATS_ACK_WAIT_S},

@@ -34,11 +34,30 @@ def check_counts(metrics: Metrics, harness: Any, queue: str) -> None:
     assert metrics.total("ackbridge.unconfirmed") == 0
     assert metrics.total("ackbridge.stale_refused") == 0
     # What the broker holds: the requeued hundred ready, the rejected hundred dead-lettered.
-    eventually(lambda: harness.ready(queue) == N, timeout=TIMEOUT, message=f"{N} ready in {queue}")
-    assert harness.unacked(queue) == 0
+    if harness.name.startswith("mosquitto"):
+        check_mqtt_held(harness, queue)
+    else:
+        # JetStream keeps the copies delivered to the closed consumer ack-pending until
+        # ack_wait: unacked there, ready again on RabbitMQ, AMQP 1.0 and embedded.
+        eventually(lambda: harness.ready(queue) + harness.unacked(queue) == N, timeout=TIMEOUT,
+                   message=f"{N} held (ready or unacked) in {queue}")
     eventually(lambda: len(harness.dead_lettered(queue)) == N, timeout=TIMEOUT, message=f"{N} dead-lettered")
     for value in metrics.attribute_values():  # never a credential
         assert "guest" not in str(value) and "canary" not in str(value)
+
+
+def check_mqtt_held(harness: Any, queue: str) -> None:
+    """MQTT requeue is emulated (copy published, then the original PUBACKed): a copy
+    and its original can both survive the consumer's close, so the broker may hold a
+    requeued message twice (at least once, never lost). Drain it: exactly the
+    requeued hundred, by body."""
+    eventually(lambda: harness.ready(queue) >= N, timeout=TIMEOUT, message=f"{N} held in {queue}")
+    with ackbridge.connect(harness.url(), **harness.connect_options()) as conn, conn.consume(queue) as consumer:
+        bodies = []
+        while (delivery := consumer.get(timeout=5)) is not None:
+            bodies.append(delivery.body)
+            delivery.ack()
+    assert {verb_for(b) for b in bodies} == {"requeue"} and len(set(bodies)) == N, (len(bodies), len(set(bodies)))
 
 
 def test_counts_sync(metrics: Metrics, harness: Any) -> None:

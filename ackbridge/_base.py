@@ -47,16 +47,16 @@ def handler_failed(capabilities: Capabilities, source: str, delivery: DeliveryBa
     """Log a handler's exception (call from its ``except``) and say what to do
     with its delivery (see :func:`failed_handler_verb`)."""
     verb = failed_handler_verb(capabilities, delivery)
-    log.exception("ackbridge %s: handler raised on a message from %r (generation %d, id %r); %s",
-                  delivery.broker, source, delivery.generation, delivery.message_id, FAILED_VERB_TEXT[verb],
+    log.exception("ackbridge handler raised on a message from %r (id %r); %s [broker %s, generation %d]",
+                  source, delivery.message_id, FAILED_VERB_TEXT[verb], delivery.broker, delivery.generation,
                   extra=delivery_fields(delivery.broker, source, delivery.generation))
     return verb
 
 
 def settle_failed(delivery: DeliveryBase, exc: Exception) -> None:
     """Log that the failed handler's delivery could not be settled either."""
-    log.warning("ackbridge %s: could not settle the failed message from %r (generation %d): %s",
-                delivery.broker, delivery.source, delivery.generation, exc,
+    log.warning("ackbridge could not settle the failed message: %s [broker %s, destination %r, generation %d]",
+                exc, delivery.broker, delivery.source, delivery.generation,
                 extra=delivery_fields(delivery.broker, delivery.source, delivery.generation))
 
 

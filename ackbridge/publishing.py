@@ -129,7 +129,7 @@ class ConfirmBase:
     """What both faces' confirms hold: which publish it answers, when its wait
     ends, its retransmission record and its labelled-ack waiter."""
 
-    __slots__ = ("_acks", "_attempts", "_deadline", "_span", "correlation_id", "destination", "message_id", "seq")
+    __slots__ = ("_acks", "_attempts", "_deadline", "_destination", "_span", "correlation_id", "message_id", "seq")
 
     def __init__(self, seq: int, message: OutboundMessage, deadline: float,
                  attempts: guaranteed.Attempts | None) -> None:
@@ -140,7 +140,7 @@ class ConfirmBase:
         self._attempts = attempts
         self._acks: Any = None
         #: Set by the publisher while metrics or traces are recorded.
-        self.destination = ""
+        self._destination = ""
         self._span: Any = None
 
     def __repr__(self) -> str:
@@ -204,7 +204,7 @@ class PublisherBase:
         observer = self._observer
         if observer is None:
             return
-        confirm.destination = destination
+        confirm._destination = destination
         if observer.tracer is not None:
             from ackbridge.observability.tracing import start_publish
 
@@ -257,7 +257,7 @@ class PublisherBase:
         (its last send was ``confirm_timeout`` before its deadline) and the span."""
         assert self._observer is not None
         answered = final.status is not ConfirmStatus.UNKNOWN
-        self._observer.published(confirm.destination, final,
+        self._observer.published(confirm._destination, final,
                                  confirm._deadline - self._confirm_timeout if answered else None)
         span, confirm._span = confirm._span, None
         if span is not None:

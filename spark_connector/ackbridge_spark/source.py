@@ -157,11 +157,6 @@ class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, Support
                     self._counted_generations.add(generation)
                     self.stats["reconnects"] += 1
 
-    @property
-    def _consumer(self) -> Any:
-        """The only consumer of a single-source reader (None when not connected)."""
-        return next(iter(self._consumers.values()), None) if len(self._consumers) == 1 else None
-
     def _drop_connection(self) -> None:
         conn, self._conn, self._consumers = self._conn, None, {}
         self._pending.clear()

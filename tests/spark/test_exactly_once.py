@@ -62,8 +62,9 @@ def table_ids(tmp: Path) -> list[str]:
     return [m for p in sorted(committed) for m in pq.read_table(p).column("message_id").to_pylist()]
 
 
-def restart_and_check(broker: Broker, url: str, queue: str, tmp: Path, fault: str, confirmed: list[str]) -> None:
-    again = job(url, queue, tmp, "restart")
+def restart_and_check(broker: Broker, url: str, queue: str, tmp: Path, fault: str, confirmed: list[str],
+                      options: dict[str, str] | None = None) -> None:
+    again = job(url, queue, tmp, "restart", options=options)
     try:
         assert again.wait(400) == 0, (tmp / "job-restart.log").read_text()[-3000:]
     finally:
@@ -77,18 +78,21 @@ def restart_and_check(broker: Broker, url: str, queue: str, tmp: Path, fault: st
     eventually(lambda: broker.counts(queue) == (0, 0), 60, message="queue drained and settled")
 
 
-def test_sigkill_before_commit(eo_broker: Broker, tmp_path: Path) -> None:
+@pytest.mark.parametrize("readers", [1, 2])
+def test_sigkill_before_commit(eo_broker: Broker, tmp_path: Path, readers: int) -> None:
     broker, n = eo_broker, 600
     queue = broker.new_queue()
     confirmed = broker.publish(queue, n)
-    first = job(broker.url(), queue, tmp_path, "first", block_id="m-350")
+    # parallelism=2: the reader processes are in the driver's process group and die with it.
+    first = job(broker.url(), queue, tmp_path, "first", block_id="m-350", options={"parallelism": str(readers)})
     try:
         eventually(lambda: (tmp_path / "blocked").exists() or first.poll() is not None, 240,
                    message="a task blocked before its batch commits")
         assert first.poll() is None, (tmp_path / "job-first.log").read_text()[-3000:]
     finally:
         kill(first)
-    restart_and_check(broker, broker.url(), queue, tmp_path, "driver SIGKILL before commit", confirmed)
+    fault = "driver SIGKILL before commit" + (f" (parallelism={readers})" if readers > 1 else "")
+    restart_and_check(broker, broker.url(), queue, tmp_path, fault, confirmed, {"parallelism": str(readers)})
 
 
 def test_sigkill_between_commit_and_ack(eo_broker: Broker, tmp_path: Path) -> None:

@@ -53,7 +53,12 @@ class CommittedSettlement:
     _reordered: bool
     stats: dict[str, int]
 
-    # The reader provides _batch_of(seq) and _drop_connection().
+    # Provided by the reader.
+    def _batch_of(self, seq: int) -> int | None:
+        raise NotImplementedError
+
+    def _drop_connection(self) -> None:
+        raise NotImplementedError
 
     # ---- settlement ------------------------------------------------------------------
     def _settle_through(self, seq: int) -> None:

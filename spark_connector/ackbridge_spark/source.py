@@ -145,6 +145,7 @@ class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, Support
         new generation arrives. Generations only grow in one source's receive
         order, so one source needs only the first and last of what arrived."""
         last = self._last_generation
+        seen: tuple[tuple[Any, Any], ...]
         if len(self._consumers) == 1:
             seen = ((inbox[0].source, inbox[0].generation), (inbox[n - 1].source, inbox[n - 1].generation))
         else:

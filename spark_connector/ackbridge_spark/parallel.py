@@ -69,8 +69,7 @@ class _Reader:
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         self.proc = subprocess.Popen([sys.executable, "-m", "ackbridge_spark.reader_process"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-        self.send("init", options)
-        self.receive()
+        self.send("init", options)  # answered later: the readers start side by side
 
     def send(self, *command: Any) -> None:
         assert self.proc.stdin is not None
@@ -166,6 +165,8 @@ class ParallelStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 sub = dataclasses.replace(opts, sources=shares[i], parallelism=1,
                                           write_ahead_path=os.path.join(base, f"reader-{i}"))
                 self._readers.append(_Reader(i, sub))
+            for reader in self._readers:
+                reader.receive()  # connected and subscribed
         except BaseException:
             self.stop()
             raise

@@ -46,6 +46,9 @@ def serve(commands: BinaryIO, replies: BinaryIO) -> None:
             try:
                 if verb == "init":
                     reader = AckbridgeStreamReader(args[0])
+                    # Subscribe now: deliveries arrive while the other readers start and
+                    # before the first trigger, so the first batch is not empty.
+                    reader._ensure_connected()
                     result: Any = None
                 elif reader is None:
                     raise RuntimeError(f"reader process: {verb!r} before 'init'")

@@ -148,6 +148,18 @@ class DedupeWindow:
         self._inflight.clear()
 
 
+def sequence_of(headers: Mapping[str, Any] | None) -> tuple[str, int] | None:
+    """(producer id, sequence number) of a message stamped by ``publisher(sequence=True)``;
+    None for a message without (or with an unreadable) stamp."""
+    producer = headers.get(PRODUCER_HEADER) if headers else None
+    if producer is None:
+        return None
+    try:
+        return str(producer), int(headers[SEQUENCE_HEADER])  # type: ignore[index]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 GapHandler = Callable[[str, tuple[int, ...]], None]
 
 
@@ -173,15 +185,10 @@ class GapDetector:
 
     def check(self, message: InboundMessage) -> None:
         """Note *message*'s number; report a gap (log, callback, or DataLossError)."""
-        headers = message.headers
-        producer = headers.get(PRODUCER_HEADER) if headers else None
-        if producer is None:
+        stamp = sequence_of(message.headers)
+        if stamp is None:
             return
-        try:
-            number = int(headers[SEQUENCE_HEADER])
-        except (KeyError, TypeError, ValueError):
-            return
-        producer = str(producer)
+        producer, number = stamp
         highest = self._highest.get(producer)
         if highest is None:
             highest = 0  # numbers start at 1: a first message numbered 5 means 1-4 never came

@@ -26,7 +26,7 @@ from collections import OrderedDict
 from typing import Any
 
 from ackbridge.errors import DataLossError
-from ackbridge.guaranteed import PRODUCER_HEADER, SEQUENCE_HEADER
+from ackbridge.guaranteed import sequence_of
 
 log = logging.getLogger("ackbridge.spark")
 
@@ -56,13 +56,10 @@ class LossWatch:
 
     def check(self, source: str, headers: Any) -> None:
         """Note one delivery's number; a jump is a gap: log and count it, or raise."""
-        producer = headers.get(PRODUCER_HEADER) if headers else None
-        if producer is None:
+        stamp = sequence_of(headers)
+        if stamp is None:
             return
-        try:
-            number = int(headers[SEQUENCE_HEADER])
-        except (KeyError, TypeError, ValueError):
-            return
+        producer, number = stamp
         key = f"{source}\x00{producer}"
         highest = self._highest.get(key, 0)
         if number <= highest:

@@ -101,3 +101,22 @@ def test_mqtt_wildcard_filter_over_three_topics(spark: Any, tmp_path: Path) -> N
         assert {r[2] for r in rows.rows} == set(topics)
     finally:
         broker.close()
+
+
+@pytest.mark.amqp10
+def test_two_amqp10_addresses_in_one_query(spark: Any, tmp_path: Path) -> None:
+    from tests.amqp10.harness import Amqp10Harness
+    from tests.conftest import require_port
+
+    require_port(5672, "RabbitMQ (AMQP 1.0)")
+    broker: Broker = HarnessBroker("amqp10", Amqp10Harness())
+    try:
+        first, second = broker.new_queue(), broker.new_queue()
+        sent = {first: set(broker.publish(first, 50, prefix="x")), second: set(broker.publish(second, 50, prefix="y"))}
+        rows = _run(spark, broker.url(), "address", f"{first},{second}", tmp_path, sent[first] | sent[second],
+                    lambda: broker.counts(first) == (0, 0) and broker.counts(second) == (0, 0))
+        for message_id, source, _topic in rows.rows:
+            assert message_id in sent[source], (message_id, source)
+        assert {r[1] for r in rows.rows} == {first, second}
+    finally:
+        broker.close()

@@ -46,10 +46,9 @@ def _brokers() -> dict[str, Callable[[], tuple[str, dict[str, Any], Callable[[],
     def rabbitmq() -> tuple[str, dict[str, Any], Callable[[], None]]:
         return "amqp://guest:guest@127.0.0.1:5672/", {}, lambda: None
 
-    def mqtt() -> tuple[str, dict[str, Any], Callable[[], None]]:
-        return "mqtt://127.0.0.1:1883", {"protocol": "5"}, lambda: None
-
-    return {"embedded": embedded, "rabbitmq": rabbitmq, "mqtt-5": mqtt}
+    # Not MQTT (a round queues 6n messages before consuming, past Mosquitto's per-session limit) and
+    # not NATS (its plugin declares no queues: the streams would be made outside ackbridge).
+    return {"embedded": embedded, "rabbitmq": rabbitmq}
 
 
 def _publish(conn: ackbridge.Connection, queue: str, n: int, options: dict[str, Any]) -> float:
@@ -84,7 +83,7 @@ def _line(label: str, off: list[float], on: list[float]) -> str:
 
 def run_broker(name: str, n: int, rounds: int) -> list[str]:
     url, options, cleanup = _brokers()[name]()
-    queue = f"guaranteed-bench-{uuid.uuid4().hex[:8]}" if name != "mqtt-5" else f"bench/g/{uuid.uuid4().hex[:8]}"
+    queue = f"guaranteed-bench-{uuid.uuid4().hex[:8]}"
     lines: list[str] = []
     try:
         with ackbridge.connect(url, **options) as conn:

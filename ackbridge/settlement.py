@@ -108,12 +108,7 @@ class Ledger:
             self._generation = message.generation
         elif message.generation < self._generation:
             return None
-        self._next_seq += 1
-        record = Record(message, self._next_seq)
-        self._outstanding[record.seq] = record
-        if self.observer is not None:
-            self.observer.received(record)
-        return record
+        return self._track(message)
 
     def receive_simple(self, message: InboundMessage) -> Record | None:
         """The per-message path of :meth:`receive`: the same generation and no
@@ -121,6 +116,9 @@ class Ledger:
         call :meth:`receive`."""
         if message.generation != self._generation or self._max_deliveries is not None:
             return None
+        return self._track(message)
+
+    def _track(self, message: InboundMessage) -> Record:
         self._next_seq += 1
         record = Record(message, self._next_seq)
         self._outstanding[record.seq] = record

@@ -40,19 +40,20 @@ def configure(*, meter_provider: Any = None, tracer_provider: Any = None) -> Non
 
 def meter_provider() -> Any:
     """The meter provider to record to, or None (recording off)."""
-    if _meter_provider is not None:
-        return _meter_provider
-    if _metrics is None:
-        return None
-    provider = _metrics.get_meter_provider()
-    return None if type(provider).__name__ in _STAND_INS else provider
+    return _in_use(_meter_provider, None if _metrics is None else _metrics.get_meter_provider)
 
 
 def tracer_provider() -> Any:
     """The tracer provider to record spans to, or None (tracing off)."""
-    if _tracer_provider is not None:
-        return _tracer_provider
-    if _trace is None:
+    return _in_use(_tracer_provider, None if _trace is None else _trace.get_tracer_provider)
+
+
+def _in_use(configured: Any, global_provider: Any) -> Any:
+    """*configured* if set, else the API's global provider unless it is a stand-in
+    (no SDK: nothing would record); None when the API is not installed."""
+    if configured is not None:
+        return configured
+    if global_provider is None:
         return None
-    provider = _trace.get_tracer_provider()
+    provider = global_provider()
     return None if type(provider).__name__ in _STAND_INS else provider

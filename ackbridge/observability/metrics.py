@@ -20,8 +20,37 @@ from ackbridge.observability import attributes as attr
 _SCOPE = "ackbridge"
 
 
+#: Counters: attribute and instrument name (``ackbridge.<name>``) -> (unit, description).
+_COUNTERS = {
+    "published": ("{message}", "Publishes by final outcome (ackbridge.outcome)"),
+    "retransmissions": ("{message}", "Publishes sent again (retransmit=True)"),
+    "received": ("{message}", "Deliveries handed to the consumer's ledger"),
+    "redeliveries": ("{message}", "Deliveries the broker marked redelivered"),
+    "settled": ("{message}", "Settlements by verb (messaging.operation.name)"),
+    "stale_refused": ("{settlement}", "Settlements refused because their connection generation had ended"),
+    "reconnects": ("{generation}", "Connection generations ended (each one a reconnect)"),
+    "labelled_acks": ("{ack}", "Labelled acknowledgements received, by label and status"),
+}
+#: Histograms: attribute -> (unit, description); the instrument is ``ackbridge.<a.b>``.
+_HISTOGRAMS = {
+    "confirm_duration": ("s", "From sending a publish to the broker's answer"),
+    "settle_duration": ("s", "From a delivery's arrival to its settlement"),
+}
+
+
 class Instruments:
     """Every ackbridge instrument on one meter provider (made once per provider)."""
+
+    published: Any
+    retransmissions: Any
+    received: Any
+    redeliveries: Any
+    settled: Any
+    stale_refused: Any
+    reconnects: Any
+    labelled_acks: Any
+    confirm_duration: Any
+    settle_duration: Any
 
     def __init__(self, provider: Any) -> None:
         from opentelemetry.metrics import Observation
@@ -30,27 +59,10 @@ class Instruments:
 
         self._observation = Observation
         meter = provider.get_meter(_SCOPE, __version__)
-        self.published = meter.create_counter(
-            "ackbridge.published", "{message}", "Publishes by final outcome (ackbridge.outcome)")
-        self.retransmissions = meter.create_counter(
-            "ackbridge.retransmissions", "{message}", "Publishes sent again (retransmit=True)")
-        self.received = meter.create_counter(
-            "ackbridge.received", "{message}", "Deliveries handed to the consumer's ledger")
-        self.redeliveries = meter.create_counter(
-            "ackbridge.redeliveries", "{message}", "Deliveries the broker marked redelivered")
-        self.settled = meter.create_counter(
-            "ackbridge.settled", "{message}", "Settlements by verb (messaging.operation.name)")
-        self.stale_refused = meter.create_counter(
-            "ackbridge.stale_refused", "{settlement}",
-            "Settlements refused because their connection generation had ended")
-        self.reconnects = meter.create_counter(
-            "ackbridge.reconnects", "{generation}", "Connection generations ended (each one a reconnect)")
-        self.labelled_acks = meter.create_counter(
-            "ackbridge.labelled_acks", "{ack}", "Labelled acknowledgements received, by label and status")
-        self.confirm_duration = meter.create_histogram(
-            "ackbridge.confirm.duration", "s", "From sending a publish to the broker's answer")
-        self.settle_duration = meter.create_histogram(
-            "ackbridge.settle.duration", "s", "From a delivery's arrival to its settlement")
+        for name, (unit, description) in _COUNTERS.items():
+            setattr(self, name, meter.create_counter(f"ackbridge.{name}", unit, description))
+        for name, (unit, description) in _HISTOGRAMS.items():
+            setattr(self, name, meter.create_histogram(f"ackbridge.{name.replace('_', '.')}", unit, description))
         #: Live connection observers, read by the gauges' callbacks.
         self.live: weakref.WeakSet[ConnectionObserver] = weakref.WeakSet()
         meter.create_observable_gauge("ackbridge.unsettled", [self._unsettled], "{message}",

@@ -16,13 +16,19 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from .helpers import Broker, eventually, make_broker, scoreboard
+from .helpers import SCOREBOARD_TIER, Broker, eventually, make_broker, scoreboard
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
 JOB = str(Path(__file__).with_name("job_exactly_once.py"))
-BROKERS = [pytest.param("embedded", id="embedded"),
-           pytest.param("rabbitmq-classic", id="rabbitmq", marks=pytest.mark.rabbitmq)]
+ALL_BROKERS = [pytest.param("embedded", id="embedded"),
+               pytest.param("rabbitmq-classic", id="rabbitmq", marks=pytest.mark.rabbitmq),
+               pytest.param("mqtt-5", id="mqtt-5", marks=pytest.mark.mqtt),
+               pytest.param("amqp10", id="amqp10", marks=pytest.mark.amqp10),
+               pytest.param("nats", id="nats", marks=pytest.mark.nats)]
+#: Each cell costs 30-60 s (two driver start-ups): CI runs two brokers, the scoreboard tier
+#: (``python -m tests.scoreboard.run --spark``) all of them.
+BROKERS = ALL_BROKERS if SCOREBOARD_TIER else ALL_BROKERS[:2]
 
 
 @pytest.fixture(params=BROKERS)
@@ -32,8 +38,15 @@ def eo_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Broker:
     b.close()
 
 
+#: Per broker, options every job of a test gets. NATS JetStream redelivers what a dead
+#: consumer held only after ack_wait (30 s by default): shorter here, and the restart's
+#: AvailableNow waits longer than that before it calls the queue drained.
+BROKER_OPTIONS = {"nats": {"ack_wait": "5", "availableNowIdleMs": "9000"}}
+
+
 def job(url: str, queue: str, tmp: Path, name: str, *, block_id: str = "-", trigger_s: float = 0.0,
         batch: int = 100, options: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    options = {**BROKER_OPTIONS.get(url.split(":", 1)[0], {}), **(options or {})}
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                ACKBRIDGE_JOB_OPTIONS=json.dumps(options or {}))
     args = [sys.executable, JOB, url, queue, str(tmp / "ck"), str(tmp / "table"), block_id, str(tmp / "blocked"),
@@ -81,6 +94,8 @@ def restart_and_check(broker: Broker, url: str, queue: str, tmp: Path, fault: st
 @pytest.mark.parametrize("readers", [1, 2])
 def test_sigkill_before_commit(eo_broker: Broker, tmp_path: Path, readers: int) -> None:
     broker, n = eo_broker, 600
+    if readers > 1 and broker.name.startswith("mqtt"):
+        pytest.skip("declared: an MQTT topic's session has one reader (parallelism=2 is refused at load())")
     queue = broker.new_queue()
     confirmed = broker.publish(queue, n)
     # parallelism=2: the reader processes are in the driver's process group and die with it.
@@ -107,9 +122,10 @@ def test_sigkill_between_commit_and_ack(eo_broker: Broker, tmp_path: Path) -> No
         assert first.poll() is None, (tmp_path / "job-first.log").read_text()[-3000:]
     finally:
         kill(first)
-    # The window was real: batch 0 was committed, and all n messages (batch 0's too) go
-    # back to the queue -- its ack was due at the next trigger, 20 s later.
-    eventually(lambda: broker.counts(queue) == (n, 0), 60, message="batch 0 committed but not acked")
+    # The window was real: batch 0 was committed, and the broker still holds all n messages
+    # (batch 0's too; ready or, on NATS until a consumer pulls again, ack-pending) -- its
+    # ack was due at the next trigger, 20 s later.
+    eventually(lambda: sum(broker.counts(queue)) == n, 60, message="batch 0 committed but not acked")
     restart_and_check(broker, broker.url(), queue, tmp_path, "driver SIGKILL between commit and ack", confirmed)
 
 

@@ -127,3 +127,39 @@ def test_parallel_readers_sink_failure_then_restart(spark: Any, rabbit: RabbitBr
     row = scoreboard(rabbit.name, "sink fails once (parallelism=2)", confirmed, first.ids + second.ids,
                      attempted=[f"m-{i}" for i in range(300)])
     assert row["LOST"] == 0 and row["UNEXPECTED"] == 0
+
+
+def test_parallel_readers_never_show_the_password(spark: Any, tmp_path: Path, capsys: Any) -> None:
+    import json
+
+    import psutil
+
+    from .helpers import LocalBroker
+
+    canary = "canary-Pw-9e1f"
+    broker = LocalBroker(tmp_path)
+    try:
+        queue = broker.new_queue()
+        broker.publish(queue, 40)
+        url, _ = broker.secret_url(canary)
+        frame = (spark.readStream.format("ackbridge").option("url", url).option("queue", queue)
+                 .option("parallelism", "2").option("maxRecordsPerBatch", "10").load())
+        frame.explain(True)
+        seen = Batches()
+        query = frame.writeStream.foreachBatch(seen).option("checkpointLocation", str(tmp_path / "ck")).start()
+        try:
+            eventually(lambda: len(seen.unique()) == 40, 120, message="all delivered")
+            readers = [p for p in psutil.process_iter(["cmdline"])
+                       if "ackbridge_spark.reader_process" in " ".join(p.info["cmdline"] or [])]
+            assert len(readers) >= 2
+            cmdlines = " ".join(" ".join(p.info["cmdline"] or []) for p in readers)
+            progress = json.dumps(list(query.recentProgress), default=str)
+        finally:
+            query.stop()
+        texts = {"explain": capsys.readouterr().out, "progress": progress, "reader command lines": cmdlines}
+        for path in (tmp_path / "ck").rglob("*"):
+            if path.is_file():
+                texts[str(path)] = path.read_bytes().decode("utf-8", "replace")
+        assert [where for where, text in texts.items() if canary in text] == []
+    finally:
+        broker.close()

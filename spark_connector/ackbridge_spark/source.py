@@ -7,7 +7,14 @@ executors for ``read``. Only the runner owns a broker connection, opened on
 its first call (never in ``__init__`` or on unpickling, so copies never
 subscribe).
 
-Offsets are ``{"seq": n, "batch": b}``: ``seq`` numbers deliveries in the
+One reader consumes every listed source (queues, MQTT topic filters, AMQP 1.0
+addresses: :mod:`ackbridge_spark.sources`) on its one connection; with
+``parallelism=N`` the runner drives N of them in reader processes instead
+(:mod:`ackbridge_spark.parallel`).
+
+Offsets are ``{"seq": n, "batch": b}`` (plus ``"producers"``, the loss
+detection's highest sequence number per source and producer:
+:mod:`ackbridge_spark.loss`): ``seq`` numbers deliveries in the
 order they were planned; ``batch`` counts non-empty source batches (equal to
 Spark's batchId for single-source queries without no-data batches). A
 delivery is numbered only when ``latestOffset`` offers it to Spark, so a fresh

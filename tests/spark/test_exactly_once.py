@@ -147,3 +147,32 @@ def test_connection_cut(eo_broker: Broker, tmp_path: Path) -> None:
     finally:
         kill(first)
     restart_and_check(broker, broker.url(), queue, tmp_path, "connection cut", confirmed)
+
+
+@pytest.mark.rabbitmq
+def test_rabbitmq_restart(tmp_path: Path) -> None:
+    """RabbitMQ stop_app / start_app under a running query (the broker keeps durable
+    queues and their messages; the source reconnects)."""
+    from tests.rabbitmq.harness import rabbitmqctl
+
+    broker = make_broker("rabbitmq-classic", tmp_path)
+    try:
+        n = 600
+        queue = broker.new_queue()
+        confirmed = broker.publish(queue, n)
+        first = job(broker.url(), queue, tmp_path, "first", trigger_s=1.0, batch=100)
+        try:
+            eventually(lambda: (tmp_path / "ck" / "commits" / "1").exists() or first.poll() is not None, 240,
+                       message="two batches committed")
+            try:
+                rabbitmqctl("stop_app")
+            finally:
+                rabbitmqctl("start_app")  # restore the shared broker whatever happened
+            eventually(lambda: broker.counts(queue) == (0, 0) or first.poll() is not None, 240,
+                       message="drained after the restart")
+            assert first.poll() is None, (tmp_path / "job-first.log").read_text()[-3000:]
+        finally:
+            kill(first)
+        restart_and_check(broker, broker.url(), queue, tmp_path, "RabbitMQ restart (stop_app/start_app)", confirmed)
+    finally:
+        broker.close()

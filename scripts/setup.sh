@@ -24,6 +24,8 @@ fi
 editables=(-e ".[${EXTRAS:-test,docs,package}]")
 for dir in plugins/*/ spark_connector/; do
     [ "${SKIP_SPARK:-0}" = 1 ] && [ "$dir" = spark_connector/ ] && continue
+    # The connector with its Spark Connect extra: the Connect tests need grpc (no silent skip).
+    [ "$dir" = spark_connector/ ] && { editables+=(-e "${dir}[connect]"); continue; }
     [ -f "$dir/pyproject.toml" ] && editables+=(-e "$dir")
 done
 echo "[setup] installing ackbridge, plugins and connector ($CONSTRAINTS)"

@@ -73,6 +73,10 @@ def plan_consumer(capabilities: Capabilities, base: Mapping[str, Any], source: s
     check_keywords("consume()", options, ConsumeOptions)
     if handler is not None and not callable(handler):
         raise InvalidOptionError(f"handler must be callable, not {type(handler).__name__}")
+    if handler is not None and options.get("on_gap") == "raise":
+        # The error would reach get(), which a handler consumer never calls.
+        raise InvalidOptionError('on_gap="raise" needs a consumer read with get(); with a handler, '
+                                 'pass on_gap="warn" or a callable on_gap(producer_id, missing)')
     merged = _merged(base, _CONSUMER_OPTIONS, options)
     manual = merged.get("conflate_count") == MANUAL
     if manual:

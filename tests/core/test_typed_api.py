@@ -139,3 +139,9 @@ def test_a_typo_in_consume_or_publisher_options_says_did_you_mean(tmp_path: Path
                 aconn.publisher(windw=5)  # type: ignore[call-arg]
 
     asyncio.run(twin())
+
+
+def test_on_gap_raise_is_refused_for_a_handler_consumer(tmp_path: Path) -> None:
+    with ackbridge.connect(f"local://{tmp_path}/gap.db") as conn:
+        with pytest.raises(ackbridge.InvalidOptionError, match="on_gap"):
+            conn.consume("q", handler=lambda d: d.ack(), on_gap="raise")

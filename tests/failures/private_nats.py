@@ -7,18 +7,11 @@ kill and restart on the same JetStream store directory.
 from __future__ import annotations
 
 import asyncio
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
-import time
-from pathlib import Path
 
-from tests.failures.private_mosquitto import free_port
+from tests.failures.private_server import PrivateServer
 
 
-class PrivateNats:
+class PrivateNats(PrivateServer):
     """``with PrivateNats(...) as server:``; ``kill()`` then ``start()`` restarts it on the same store.
 
     JetStream's file store writes each message to its block file before the
@@ -27,10 +20,12 @@ class PrivateNats:
     cache survives the process); only a power loss can lose what was not synced.
     """
 
+    program, config, scheme = "nats-server", "nats.conf", "nats"
+    start_timeout = 15.0
+
     def __init__(self, *, users: dict[str, str] | None = None, sync_interval: str | None = None,
                  extra: str = "") -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="ab-nats-"))
-        self.port = free_port()
+        super().__init__("ab-nats-")
         lines = [f"listen: 127.0.0.1:{self.port}",
                  "jetstream {", f'  store_dir: "{self.dir / "js"}"']
         if sync_interval is not None:
@@ -39,32 +34,7 @@ class PrivateNats:
         if users:
             entries = ", ".join(f'{{user: "{u}", password: "{p}"}}' for u, p in users.items())
             lines.append(f"authorization {{ users: [{entries}] }}")
-        (self.dir / "nats.conf").write_text("\n".join(lines) + "\n" + extra)
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(["nats-server", "-c", str(self.dir / "nats.conf")],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        end = time.monotonic() + 15
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return
-            except OSError:
-                if time.monotonic() > end or self.proc.poll() is not None:
-                    err = self.proc.stderr.read() if self.proc.stderr and self.proc.poll() is not None else b""
-                    raise AssertionError(f"private nats-server did not start: {err!r}") from None
-                time.sleep(0.05)
-
-    def kill(self) -> None:
-        """SIGKILL: no goodbye, no final flush of the store."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=10)
-
-    def url(self, user: str | None = None, password: str | None = None) -> str:
-        auth = f"{user}:{password}@" if user is not None else ""
-        return f"nats://{auth}127.0.0.1:{self.port}"
+        (self.dir / self.config).write_text("\n".join(lines) + "\n" + extra)
 
     def add_stream(self, subject: str, *, user: str | None = None, password: str | None = None,
                    file_storage: bool = True, ack_wait: float = 30.0) -> None:
@@ -105,11 +75,3 @@ class PrivateNats:
                 await client.close()
 
         return asyncio.run(run())
-
-    def __enter__(self) -> PrivateNats:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,69 @@
+"""A broker process of the test's own: its port, config and store in a private
+directory, started, SIGKILLed and started again by the test."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Self
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PrivateServer:
+    """``with Server(...) as server:``; ``kill()`` then ``start()`` restarts it on the same store.
+
+    A subclass writes ``self.dir / self.config`` and names its ``program`` and URL ``scheme``.
+    """
+
+    program = ""
+    config = ""
+    scheme = ""
+    #: Seconds to wait for the port to answer.
+    start_timeout = 10.0
+
+    def __init__(self, prefix: str) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix=prefix))
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([self.program, "-c", str(self.dir / self.config)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        end = time.monotonic() + self.start_timeout
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                if time.monotonic() > end or self.proc.poll() is not None:
+                    err = self.proc.stderr.read() if self.proc.stderr and self.proc.poll() is not None else b""
+                    raise AssertionError(f"private {self.program} did not start: {err!r}") from None
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye, no final save of the store."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def url(self, user: str | None = None, password: str | None = None) -> str:
+        auth = f"{user}:{password}@" if user is not None else ""
+        return f"{self.scheme}://{auth}127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)

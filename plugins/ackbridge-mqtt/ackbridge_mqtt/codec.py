@@ -8,7 +8,6 @@ MQTT 3.1.1 has no properties: only the body travels.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
+from ackbridge import header_text
 from ackbridge.errors import InvalidOptionError
 from ackbridge.text import forbidden_character
 
@@ -42,39 +42,6 @@ def check_mqtt_text(text: str, what: str) -> str:
         "non-character); Mosquitto drops the connection on it")
 
 
-def _encode_value(value: Any) -> tuple[str, str | None]:
-    """(text, type tag or None for plain strings)."""
-    if isinstance(value, str):
-        return value, None
-    if isinstance(value, bool):
-        return ("true" if value else "false"), "bool"
-    if isinstance(value, int):
-        return str(value), "int"
-    if isinstance(value, float):
-        return repr(value), "float"
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii"), "bytes"
-    if value is None:
-        return "", "null"
-    raise TypeError(f"header value of type {type(value).__name__} cannot be sent")
-
-
-def _decode_value(text: str, tag: str | None) -> Any:
-    if tag is None:
-        return text
-    if tag == "bool":
-        return text == "true"
-    if tag == "int":
-        return int(text)
-    if tag == "float":
-        return float(text)
-    if tag == "bytes":
-        return base64.b64decode(text)
-    if tag == "null":
-        return None
-    return text
-
-
 def publish_properties(
     *,
     headers: Mapping[str, Any],
@@ -91,7 +58,7 @@ def publish_properties(
     for key, value in headers.items():
         if key in _RESERVED:
             continue  # ackbridge's own bookkeeping is rewritten below, never copied blindly
-        text, tag = _encode_value(value)
+        text, tag = header_text.to_text(value)
         check_mqtt_text(key, "header name")
         check_mqtt_text(text, f"header {key!r}")
         pairs.append((key, text))
@@ -163,7 +130,7 @@ def decode_properties(props: Properties | None) -> Decoded:
                 out.attempt = 0
         else:
             try:
-                out.headers[key] = _decode_value(text, types.get(key))
+                out.headers[key] = header_text.from_text(text, types.get(key))
             except ValueError:
                 out.headers[key] = text  # foreign publisher: keep its text as is
     correlation = present.get("CorrelationData")

@@ -12,13 +12,13 @@ comes back exactly as sent. The message id travels as
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from nats.aio.msg import Msg
 
+from ackbridge import header_text
 from ackbridge.errors import InvalidOptionError
 from ackbridge.messages import InboundMessage, OutboundMessage
 
@@ -57,36 +57,8 @@ def _check_text(text: str, what: str) -> str:
 
 
 def _encode(value: Any, what: str) -> tuple[str, str | None]:
-    if isinstance(value, str):
-        return _check_text(value, what), None
-    if isinstance(value, bool):
-        return ("true" if value else "false"), "bool"
-    if isinstance(value, int):
-        return str(value), "int"
-    if isinstance(value, float):
-        return repr(value), "float"  # float() reads back inf and nan too
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii"), "bytes"
-    if value is None:
-        return "", "null"
-    raise InvalidOptionError(f"{what} of type {type(value).__name__} cannot be sent as a NATS header")
-
-
-def _decode(text: str, tag: str | None) -> Any:
-    try:
-        if tag == "bool":
-            return text == "true"
-        if tag == "int":
-            return int(text)
-        if tag == "float":
-            return float(text)
-        if tag == "bytes":
-            return base64.b64decode(text)
-        if tag == "null":
-            return None
-    except ValueError:
-        pass
-    return text
+    text, tag = header_text.to_text(value, what)
+    return (_check_text(text, what) if tag is None else text), tag
 
 
 def headers_for(message: OutboundMessage) -> dict[str, str] | None:
@@ -170,7 +142,8 @@ def inbound(msg: Msg, generation: int, source: str) -> InboundMessage:
                 types = {str(k): str(v) for k, v in loaded.items()}
         except ValueError:
             types = {}
-    headers = {k: _decode(v, types.get(k)) for k, v in raw.items() if k not in _FIELDS and k not in _SERVER}
+    headers = {k: header_text.from_text(v, types.get(k)) for k, v in raw.items()
+               if k not in _FIELDS and k not in _SERVER}
     if EXTRA in raw:
         try:
             carried = json.loads(raw[EXTRA])
@@ -179,7 +152,7 @@ def inbound(msg: Msg, generation: int, source: str) -> InboundMessage:
         if isinstance(carried, dict):
             for key, pair in carried.items():
                 if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str):
-                    headers[str(key)] = _decode(pair[0], pair[1] if isinstance(pair[1], str) else None)
+                    headers[str(key)] = header_text.from_text(pair[0], pair[1] if isinstance(pair[1], str) else None)
     timestamp: float | None = None
     if TIMESTAMP in raw:
         try:

@@ -55,3 +55,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report: pytest.TestReport = yield
     setattr(item, f"rep_{report.when}", report)
     return report
+
+
+@pytest.fixture
+def rabbit() -> Iterator[RabbitBroker]:
+    """A RabbitMQ broker handle (a missing broker fails the test, never skips it)."""
+    why = rabbit_ready()
+    if why:
+        pytest.fail(why)
+    broker = RabbitBroker()
+    yield broker
+    broker.close()

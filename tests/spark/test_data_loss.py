@@ -18,7 +18,7 @@ import pytest
 
 import ackbridge
 
-from .helpers import RABBIT_URL, HarnessBroker, RabbitBroker, eventually, make_spark, rabbit_ready
+from .helpers import RABBIT_URL, HarnessBroker, RabbitBroker, eventually, make_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -28,16 +28,6 @@ def spark() -> Iterator[Any]:
     session = make_spark("ackbridge-data-loss")
     yield session
     session.stop()
-
-
-@pytest.fixture
-def rabbit() -> Iterator[RabbitBroker]:
-    why = rabbit_ready()
-    if why:
-        pytest.fail(why)
-    broker = RabbitBroker()
-    yield broker
-    broker.close()
 
 
 class Ids:

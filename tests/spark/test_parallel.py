@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import RabbitBroker, eventually, make_spark, rabbit_ready, scoreboard
+from .helpers import RabbitBroker, eventually, make_spark, scoreboard
 
 pytestmark = [pytest.mark.spark, pytest.mark.rabbitmq, pytest.mark.timeout(400)]
 
@@ -22,16 +22,6 @@ def spark() -> Iterator[Any]:
     session = make_spark("ackbridge-parallel-readers")
     yield session
     session.stop()
-
-
-@pytest.fixture
-def rabbit() -> Iterator[RabbitBroker]:
-    why = rabbit_ready()
-    if why:
-        pytest.fail(why)
-    broker = RabbitBroker()
-    yield broker
-    broker.close()
 
 
 class Batches:

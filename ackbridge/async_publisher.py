@@ -121,7 +121,8 @@ class AsyncPublisher(PublisherBase):
         seq = conn._next_seq()
         confirm = AsyncConfirm(seq, msg, time.monotonic() + self._confirm_timeout, conn._loop, attempts,
                                self if attempts is not None else None)
-        self._observe(confirm, destination, msg)
+        if self._observer is not None:  # one check per publish when nothing records
+            self._observe(confirm, destination, msg)
         if labels is not None:
             assert msg.correlation_id is not None
             confirm._acks = conn._collect(msg.correlation_id, labels, options.get("ack_timeout", 10.0), confirm)

@@ -131,7 +131,8 @@ class Publisher(PublisherBase):
         msg, attempts = self._outgoing(destination, body, options, labels, inbox)
         seq = next(conn._seq)
         confirm = Confirm(self, seq, msg, attempts)
-        self._observe(confirm, destination, msg)
+        if self._observer is not None:  # one check per publish when nothing records
+            self._observe(confirm, destination, msg)
         with self._lock:
             while len(self._pending) + len(self._retry) >= self.window:
                 self._wait_for_room_locked()

@@ -29,6 +29,7 @@ from ackbridge.errors import (
 )
 from ackbridge.labels import AggregatedAcks, LabelAck
 from ackbridge.messages import ConfirmOutcome, ConfirmStatus, QueueInfo
+from ackbridge.offset_log import LogRecord, OffsetLog, OffsetRange, open_offset_log
 from ackbridge.settlement import State
 
 __version__ = "0.1.0"
@@ -63,6 +64,9 @@ __all__ = [
     "InvalidURLError",
     "LabelAck",
     "Level",
+    "LogRecord",
+    "OffsetLog",
+    "OffsetRange",
     "PluginError",
     "Publisher",
     "QueueInfo",
@@ -76,4 +80,5 @@ __all__ = [
     "Verb",
     "connect",
     "connect_async",
+    "open_offset_log",
 ]

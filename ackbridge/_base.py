@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,8 +13,8 @@ from ackbridge.capabilities import Capabilities, Verb
 from ackbridge.engine import AckBook
 from ackbridge.errors import AckbridgeError
 from ackbridge.guaranteed import ConsumerGuard
-from ackbridge.labels import requested_labels
-from ackbridge.messages import ConfirmOutcome, InboundMessage, WireVerb
+from ackbridge.labels import LabelAck, requested_labels
+from ackbridge.messages import ConfirmOutcome, InboundMessage, WireSettle, WireVerb
 from ackbridge.observability import connection_observer
 from ackbridge.observability.logs import delivery_fields, quiet_client_libraries
 from ackbridge.settlement import Ledger, Record, State
@@ -121,13 +122,28 @@ class ConnectionBase:
     def broker(self) -> str:
         return self._transport.capabilities.broker
 
+    def _add_ack(self, correlation_id: str, ack: LabelAck) -> None:
+        raise NotImplementedError  # each face wakes its waiters its own way
+
+    def _on_reply(self, message: InboundMessage) -> None:
+        """A labelled acknowledgement arrived in the reply inbox."""
+        found = self._acks.add_reply(message)
+        if found is not None:
+            self._add_ack(*found)
+
     def _plan_consumer(self, source: str, handler: object, options: Any) -> engine.ConsumerPlan:
         """What ``consume()`` subscribes with (both faces)."""
         return engine.plan_consumer(self.capabilities, self._options, source, handler, options, self._observer)
 
 
 class ConsumerBase:
-    """What the sync and async consumers share."""
+    """What the sync and async consumers share: every decision about a delivery
+    (admission, settlement, batches, generation ends). The twins call these with
+    their lock held (sync) or on the loop (async) and put the ops on the wire."""
+
+    #: Deliveries received and not handed out yet (the face's Delivery objects).
+    _ready: deque[Any]
+    _connection: ConnectionBase
 
     def __init__(self, subscription: str, source: str, ledger: Ledger, guard: ConsumerGuard | None = None) -> None:
         self._guard = guard
@@ -139,6 +155,49 @@ class ConsumerBase:
             ledger.observer.connection.track_consumer(self)
         #: Set when the connection failed for good: get() raises it once nothing is ready.
         self._failure: AckbridgeError | None = None
+
+    def _admit(self, message: InboundMessage) -> tuple[Record | None, list[WireSettle]]:
+        """Take *message* into the ledger: its record, or None when it is not handed
+        out (a duplicate, a poison message, a gap with ``on_gap="raise"``, which sets
+        the failure get() raises), and ops to send first."""
+        # The per-message path (same generation, no poison policy, no screening) inline.
+        record = None if self._guard is not None else self._ledger.receive_simple(message)
+        if record is not None:
+            return record, []
+        record, ops, error = engine.admit_screened(self._ledger, self._ready, message, self._guard)
+        if error is not None:
+            self._failure = error
+        return record, ops
+
+    def _decide(self, record: Record, verb: WireVerb) -> list[WireSettle]:
+        """Settle *record* in the ledger (raises if it may not be); the ops to send."""
+        if verb is not WireVerb.ACK:  # every broker acks; only requeue/reject need the table
+            engine.require_verb(self._connection.capabilities, verb)
+        ops = self._ledger.settle(record, verb)
+        if self._guard is not None:
+            self._guard.acked((record.message,), verb is WireVerb.ACK)
+        return ops
+
+    def _decide_through(self, record: Record) -> list[WireSettle]:
+        """The cumulative ack of *record* and every earlier undecided delivery."""
+        self._connection.capabilities.require(Verb.CUMULATIVE_ACK)
+        return self._ledger.ack_through(record)
+
+    def _decide_batch(self, records: list[Record], verb: WireVerb) -> list[WireSettle] | None:
+        """One cumulative ack for *records* where it settles exactly them; else None
+        (the twin settles them one by one)."""
+        if verb is not WireVerb.ACK or not engine.cumulative_fits(self._ledger, self._connection.capabilities,
+                                                                  records):
+            return None
+        if self._guard is not None:
+            self._guard.acked(r.message for r in records)
+        return self._ledger.ack_through(records[-1])
+
+    def _end_generation(self, generation: int) -> None:
+        """Forget what *generation* delivered: its deliveries went stale."""
+        engine.generation_ended(self._ledger, self._ready, generation)
+        if self._guard is not None:
+            self._guard.generation_ended()
 
     @property
     def unsettled(self) -> int:

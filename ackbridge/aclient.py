@@ -7,7 +7,6 @@ before they touch any state here.
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -26,8 +25,6 @@ from ackbridge.messages import ConfirmOutcome, InboundMessage, QueueInfo
 from ackbridge.publishing import PublishOptions
 from ackbridge.transport import AsyncTransport
 from ackbridge.urls import BrokerURL
-
-log = logging.getLogger("ackbridge")
 
 __all__ = ["AsyncConfirm", "AsyncConnection", "AsyncConsumer", "AsyncDelivery", "AsyncHandler", "AsyncPublisher"]
 
@@ -55,7 +52,7 @@ class _AsyncEvents:
         self._conn._on_loop(self._router.generation_ended, generation, reason)
 
     def reply(self, message: InboundMessage) -> None:
-        self._conn._on_loop(self._conn._reply, message)
+        self._conn._on_loop(self._conn._on_reply, message)
 
 
 class AsyncConnection(ConnectionBase):
@@ -179,11 +176,6 @@ class AsyncConnection(ConnectionBase):
         for _ in range(len(inbound)):
             fn, args = inbound.popleft()
             fn(*args)
-
-    def _reply(self, message: InboundMessage) -> None:
-        found = self._acks.add_reply(message)
-        if found is not None:
-            self._add_ack(*found)
 
     # ---- internals ------------------------------------------------------------
     def _spawn(self, coro: Any) -> None:

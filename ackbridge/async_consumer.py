@@ -1,20 +1,16 @@
 """The asyncio face's consumer and its deliveries (see :mod:`ackbridge.aclient`)."""
 
-
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import inspect
-import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ackbridge import engine
 from ackbridge._base import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed, settle_failed
-from ackbridge.capabilities import Verb
 from ackbridge.engine import BatchResult
 from ackbridge.errors import AckbridgeError, ConfigurationError, SettlementError
 from ackbridge.guaranteed import ConsumerGuard
@@ -24,8 +20,6 @@ from ackbridge.settlement import Ledger, Record
 if TYPE_CHECKING:
     from ackbridge.aclient import AsyncConnection
     from ackbridge.async_publisher import AsyncConfirm
-
-log = logging.getLogger("ackbridge")
 
 #: What a handler consumer is given: a function called with each delivery; it may
 #: return an awaitable (an ``async def`` handler), which is awaited.
@@ -78,6 +72,8 @@ class AsyncConsumer(ConsumerBase):
     """Deliveries from one source. Iterate it, or await :meth:`get`; or, when it
     was made with a ``handler``, the handler is awaited with each delivery."""
 
+    _connection: AsyncConnection
+
     def __init__(self, connection: AsyncConnection, subscription: str, source: str, ledger: Ledger,
                  conflate_ms: float, handler: AsyncHandler | None = None,
                  guard: ConsumerGuard | None = None) -> None:
@@ -127,9 +123,8 @@ class AsyncConsumer(ConsumerBase):
 
     async def ack_through(self, delivery: AsyncDelivery) -> None:
         """Ack *delivery* and every earlier unsettled delivery of this consumer (cumulative ack)."""
-        self._connection.capabilities.require(Verb.CUMULATIVE_ACK)
         async with self._send_lock:
-            await self._send(self._ledger.ack_through(delivery._record))
+            await self._send(self._decide_through(delivery._record))
 
     async def flush(self) -> None:
         """Put every conflated ack on the wire now."""
@@ -139,12 +134,12 @@ class AsyncConsumer(ConsumerBase):
     async def settle_batch(self, deliveries: Sequence[AsyncDelivery], verb: WireVerb = WireVerb.ACK) -> BatchResult:
         """See :meth:`ackbridge.client.Consumer.settle_batch`."""
         result = BatchResult()
-        records = [d._record for d in deliveries]
-        if verb is WireVerb.ACK and engine.cumulative_fits(self._ledger, self._connection.capabilities, records):
-            async with self._send_lock:
-                await self._send(self._ledger.ack_through(records[-1]))
-            result.settled, result.cumulative = len(records), True
-        else:
+        async with self._send_lock:
+            ops = self._decide_batch([d._record for d in deliveries], verb)
+            if ops is not None:
+                await self._send(ops)
+                result.settled, result.cumulative = len(deliveries), True
+        if not result.cumulative:
             for delivery in deliveries:
                 try:
                     await self._settle(delivery, verb)
@@ -178,14 +173,9 @@ class AsyncConsumer(ConsumerBase):
         await self.close()
 
     async def _settle(self, delivery: AsyncDelivery, verb: WireVerb) -> None:
-        if verb is not WireVerb.ACK:  # every broker acks; only requeue/reject need the table
-            engine.require_verb(self._connection.capabilities, verb)
         # Decide and send under one lock: cumulative acks must reach the wire in order.
         async with self._send_lock:
-            ops = self._ledger.settle(delivery._record, verb)
-            if self._guard is not None:
-                self._guard.acked((delivery._record.message,), verb is WireVerb.ACK)
-            await self._send(ops)
+            await self._send(self._decide(delivery._record, verb))
 
     async def _send(self, ops: list[WireSettle]) -> None:
         if ops:
@@ -194,16 +184,12 @@ class AsyncConsumer(ConsumerBase):
     def _on_message(self, message: InboundMessage) -> None:
         if self._closed:
             return
-        record = None if self._guard is not None else self._ledger.receive_simple(message)
+        record, reject = self._admit(message)
+        if reject:
+            self._connection._spawn(self._send_locked(reject))
         if record is None:
-            record, reject, error = engine.admit_screened(self._ledger, self._ready, message, self._guard)
-            if reject:
-                self._connection._spawn(self._send_locked(reject))
-            if error is not None:
-                self._failure = error
-                self._arrived.set()
-            if record is None:
-                return
+            self._arrived.set()  # a get() waiting sees a failure the admission set
+            return
         self._ready.append(AsyncDelivery(record, self._broker, self))
         self._arrived.set()
 
@@ -234,9 +220,7 @@ class AsyncConsumer(ConsumerBase):
         self._arrived.set()
 
     def _on_generation_end(self, generation: int) -> None:
-        engine.generation_ended(self._ledger, self._ready, generation)
-        if self._guard is not None:
-            self._guard.generation_ended()
+        self._end_generation(generation)
 
     async def _flush_on_time(self) -> None:
         while not self._closed:

@@ -1,10 +1,8 @@
 """The asyncio face's publisher and its confirms (see :mod:`ackbridge.aclient`)."""
 
-
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Unpack
@@ -13,12 +11,10 @@ from ackbridge import engine, guaranteed
 from ackbridge.errors import AckbridgeError, InvalidLabelError
 from ackbridge.labels import AckCollector, AggregatedAcks
 from ackbridge.messages import ConfirmOutcome, OutboundMessage, unknown
-from ackbridge.publishing import ConfirmBase, PublisherBase, PublishOptions
+from ackbridge.publishing import ConfirmBase, PublisherBase, PublishOptions, build_message
 
 if TYPE_CHECKING:
     from ackbridge.aclient import AsyncConnection
-
-log = logging.getLogger("ackbridge")
 
 
 class AsyncConfirm(ConfirmBase):
@@ -84,7 +80,6 @@ class AsyncConfirm(ConfirmBase):
         return await self._acks.wait(timeout)
 
 
-
 class _AsyncAckWaiter:
     def __init__(self, collector: AckCollector, changed: asyncio.Condition) -> None:
         self.collector = collector
@@ -110,13 +105,14 @@ class AsyncPublisher(PublisherBase):
         self._retry_handle: asyncio.TimerHandle | None = None
         self._changed = asyncio.Event()
 
-
     async def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> AsyncConfirm:
         """Publish *body* to *destination*; returns its :class:`AsyncConfirm` (``await`` it for the outcome)."""
         conn = self._connection
-        labels = self._labels(options) if options else None
+        labels = self._labels(options) if options and "requested_acks" in options else None
         inbox = await conn._inbox() if labels is not None and engine.needs_inbox(labels) else None
-        msg, attempts = self._outgoing(destination, body, options, labels, inbox)
+        msg, attempts = build_message(body, options, labels, inbox), None
+        if self._guarantee is not None:
+            msg, attempts = self._guaranteed(destination, msg)
         await self._wait_for_room()
         seq = conn._next_seq()
         confirm = AsyncConfirm(seq, msg, time.monotonic() + self._confirm_timeout, conn._loop, attempts,

@@ -6,7 +6,6 @@ thread. Transport events arrive on the transport's own thread(s).
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Mapping
 from typing import Any, Unpack
@@ -24,8 +23,6 @@ from ackbridge.sync_consumer import Consumer, Delivery, Handler
 from ackbridge.sync_publisher import Confirm, Publisher, _AckWaiter
 from ackbridge.transport import SyncTransport
 from ackbridge.urls import BrokerURL
-
-log = logging.getLogger("ackbridge")
 
 __all__ = ["Confirm", "Connection", "Consumer", "Delivery", "Handler", "Publisher"]
 
@@ -162,12 +159,6 @@ class Connection(ConnectionBase):
         if self._default_publisher is None:
             return True
         return self._default_publisher.flush(timeout)
-
-    # ---- internals -------------------------------------------------------------
-    def _on_reply(self, message: InboundMessage) -> None:
-        found = self._acks.add_reply(message)
-        if found is not None:
-            self._add_ack(*found)
 
     # ---- internals -------------------------------------------------------------
     def _drop_consumer(self, consumer: Consumer) -> None:

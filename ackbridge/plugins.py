@@ -12,8 +12,9 @@ import difflib
 import importlib.metadata
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -22,6 +23,10 @@ from ackbridge.capabilities import Capabilities
 from ackbridge.errors import PluginError, UnknownSchemeError
 from ackbridge.options import OptionSpec
 from ackbridge.transport import AsyncTransport, SyncTransport, ThreadedAsyncTransport
+
+if TYPE_CHECKING:
+    from ackbridge.offset_log import OffsetLog
+    from ackbridge.urls import BrokerURL
 
 ENTRY_POINT_GROUP = "ackbridge"
 
@@ -40,6 +45,9 @@ class AdapterSpec:
     description: str = ""
     #: Extra capability tables for variants chosen by options (e.g. MQTT 3.1.1 vs 5).
     variants: tuple[Capabilities, ...] = ()
+    #: Opens an :class:`~ackbridge.offset_log.OffsetLog` (``factory(url, options)``)
+    #: where the broker keeps messages in logs read by offset; None where it does not.
+    offset_log: Callable[[BrokerURL, dict[str, Any]], OffsetLog] | None = None
     #: Set by the registry: the distribution/entry point that registered it.
     plugin: str = field(default="", compare=False)
 

@@ -47,7 +47,8 @@ class PublishOptions(TypedDict, total=False):
 _PUBLISH_KEYS = frozenset(PublishOptions.__annotations__)
 #: Options that need no check beyond their presence: a publish giving only these
 #: (and a bytes body) takes the short path, the common case of a message id.
-_PLAIN_KEYS = frozenset({"message_id", "correlation_id", "reply_to", "content_type", "persistent", "ack_timeout"})
+#: Options that are OutboundMessage fields of the same name, passed as they are on the short path.
+_PLAIN_KEYS = frozenset({"message_id", "correlation_id", "reply_to", "content_type", "persistent"})
 
 
 def check_headers(headers: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -92,9 +93,7 @@ def build_message(body: object, options: PublishOptions, labels: tuple[str, ...]
     checked; *labels* are the checked ``requested_acks``, *inbox* the reply address."""
     if labels is None and type(body) is bytes and options.keys() <= _PLAIN_KEYS:
         # Short path (the common case): nothing to check beyond the body's type.
-        return OutboundMessage(body, {}, options.get("message_id"), options.get("correlation_id"),
-                               options.get("reply_to"), options.get("content_type"), None,
-                               options.get("persistent", True))
+        return OutboundMessage(body, {}, **options)  # type: ignore[misc, arg-type]  # keys: _PLAIN_KEYS
     unknown_keys = options.keys() - _PUBLISH_KEYS
     if unknown_keys:
         raise InvalidOptionError(f"publish() got unknown argument(s) {sorted(unknown_keys)}; "
@@ -186,13 +185,12 @@ class PublisherBase:
             return None
         return engine.check_requested(self._connection.capabilities, requested)
 
-    def _outgoing(self, destination: str, body: object, options: PublishOptions, labels: tuple[str, ...] | None,
-                  inbox: str | None) -> tuple[OutboundMessage, guaranteed.Attempts | None]:
-        """The message to send and, with ``retransmit``, its attempt record."""
-        message = build_message(body, options, labels, inbox)
+    def _guaranteed(self, destination: str, message: OutboundMessage
+                    ) -> tuple[OutboundMessage, guaranteed.Attempts | None]:
+        """*message* stamped for loss detection and, with ``retransmit``, its attempt
+        record (call only when the publisher has a guarantee)."""
         guarantee = self._guarantee
-        if guarantee is None:
-            return message, None
+        assert guarantee is not None
         message = guaranteed.stamp(guarantee, next(self._numbers), message)
         if not guarantee.retransmit:
             return message, None

@@ -1,19 +1,15 @@
 """The sync face's consumer and its deliveries (see :mod:`ackbridge.client`)."""
 
-
 from __future__ import annotations
 
 import contextlib
-import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ackbridge import engine
 from ackbridge._base import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed, settle_failed
-from ackbridge.capabilities import Verb
 from ackbridge.engine import BatchResult
 from ackbridge.errors import AckbridgeError, ConfigurationError, SettlementError
 from ackbridge.guaranteed import ConsumerGuard
@@ -23,8 +19,6 @@ from ackbridge.settlement import Ledger, Record
 if TYPE_CHECKING:
     from ackbridge.client import Connection
     from ackbridge.sync_publisher import Confirm
-
-log = logging.getLogger("ackbridge")
 
 #: What a handler consumer is given: a function called with each delivery.
 Handler = Callable[["Delivery"], object]
@@ -80,6 +74,8 @@ class Delivery(DeliveryBase):
 class Consumer(ConsumerBase):
     """Deliveries from one source. Iterate it, or call :meth:`get`; or, when it
     was made with a ``handler``, the handler is called with each delivery."""
+
+    _connection: Connection
 
     def __init__(self, connection: Connection, subscription: str, source: str, ledger: Ledger,
                  conflate_ms: float, handler: Handler | None = None, guard: ConsumerGuard | None = None) -> None:
@@ -142,9 +138,8 @@ class Consumer(ConsumerBase):
 
     def ack_through(self, delivery: Delivery) -> None:
         """Ack every undecided delivery received up to and including *delivery*."""
-        self._connection.capabilities.require(Verb.CUMULATIVE_ACK)
         with self._lock:
-            self._queue(self._ledger.ack_through(delivery._record))
+            self._queue(self._decide_through(delivery._record))
         self._push()
 
     def flush(self) -> None:
@@ -159,14 +154,11 @@ class Consumer(ConsumerBase):
         Refused ones (stale, or settled before) are counted, never raised: the
         broker redelivers a stale one. Conflated acks are flushed at the end."""
         result = BatchResult()
-        records = [d._record for d in deliveries]
-        if verb is WireVerb.ACK:
-            with self._lock:
-                if engine.cumulative_fits(self._ledger, self._connection.capabilities, records):
-                    self._queue(self._ledger.ack_through(records[-1]))
-                    if self._guard is not None:
-                        self._guard.acked(r.message for r in records)
-                    result.settled, result.cumulative = len(records), True
+        with self._lock:
+            ops = self._decide_batch([d._record for d in deliveries], verb)
+            if ops is not None:
+                self._queue(ops)
+                result.settled, result.cumulative = len(deliveries), True
         if not result.cumulative:
             for delivery in deliveries:
                 try:
@@ -211,13 +203,9 @@ class Consumer(ConsumerBase):
 
     # ---- internals ----------------------------------------------------------
     def _settle(self, delivery: Delivery, verb: WireVerb) -> None:
-        if verb is not WireVerb.ACK:  # every broker acks; only requeue/reject need the table
-            engine.require_verb(self._connection.capabilities, verb)
         outbox = self._outbox
         with self._lock:
-            ops = self._ledger.settle(delivery._record, verb)
-            if self._guard is not None:
-                self._guard.acked((delivery._record.message,), verb is WireVerb.ACK)
+            ops = self._decide(delivery._record, verb)
             # The per-message path: nothing queued ahead and the sender free, so
             # these go straight out. _send_lock is taken before _lock is released:
             # whatever is decided after this joins the outbox and goes out after it.
@@ -264,15 +252,11 @@ class Consumer(ConsumerBase):
         with self._lock:
             if self._closed:
                 return
-            # The per-message path (same generation, no poison policy, no screening)
-            # inline; everything else through the engine.
-            record = None if self._guard is not None else self._ledger.receive_simple(message)
-            if record is None:
-                record, reject, error = engine.admit_screened(self._ledger, self._ready, message, self._guard)
-                if error is not None:
-                    self._failure = error
-                    self._cond.notify_all()
+            record, reject = self._admit(message)
+            if reject:
                 self._queue(reject)
+            if self._failure is not None:
+                self._cond.notify_all()
             delivery = None if record is None else Delivery(record, self._broker, self)
             if delivery is not None and handler is None:
                 self._ready.append(delivery)
@@ -306,9 +290,7 @@ class Consumer(ConsumerBase):
 
     def _on_generation_end(self, generation: int) -> None:
         with self._lock:
-            engine.generation_ended(self._ledger, self._ready, generation)
-            if self._guard is not None:
-                self._guard.generation_ended()
+            self._end_generation(generation)
 
     def _flush_on_time(self) -> None:
         while True:

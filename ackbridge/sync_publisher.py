@@ -1,9 +1,7 @@
 """The sync face's publisher and its confirms (see :mod:`ackbridge.client`)."""
 
-
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -13,12 +11,10 @@ from ackbridge import engine, guaranteed
 from ackbridge.errors import AckbridgeError, InvalidLabelError
 from ackbridge.labels import AckCollector, AggregatedAcks
 from ackbridge.messages import ConfirmOutcome, OutboundMessage, unknown
-from ackbridge.publishing import ConfirmBase, PublisherBase, PublishOptions
+from ackbridge.publishing import ConfirmBase, PublisherBase, PublishOptions, build_message
 
 if TYPE_CHECKING:
     from ackbridge.client import Connection
-
-log = logging.getLogger("ackbridge")
 
 
 class Confirm(ConfirmBase):
@@ -32,7 +28,15 @@ class Confirm(ConfirmBase):
 
     def __init__(self, publisher: Publisher, seq: int, message: OutboundMessage,
                  attempts: guaranteed.Attempts | None) -> None:
-        ConfirmBase.__init__(self, seq, message, 0.0, attempts)
+        # ConfirmBase's fields set here, not through its __init__: one call less per publish.
+        self.seq = seq
+        self.message_id = message.message_id
+        self.correlation_id = message.correlation_id
+        self._deadline = 0.0
+        self._attempts = attempts
+        self._acks = None
+        self._destination = ""
+        self._span = None
         self._publisher = publisher
         self._outcome: ConfirmOutcome | None = None
         self._callbacks: list[Callable[[Confirm], None]] | None = None
@@ -83,7 +87,6 @@ class Confirm(ConfirmBase):
         return self._acks.wait(timeout)
 
 
-
 class _AckWaiter:
     def __init__(self, collector: AckCollector, cond: threading.Condition) -> None:
         self.collector = collector
@@ -119,16 +122,17 @@ class Publisher(PublisherBase):
         self._room_waiters = 0
         self._low_water = self.window - max(1, self.window // 4)
 
-
     def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> Confirm:
         """Send one message; returns its :class:`Confirm` without waiting for it.
 
         Waits (back-pressure) while ``window`` confirms are outstanding.
         """
         conn = self._connection
-        labels = self._labels(options) if options else None
+        labels = self._labels(options) if options and "requested_acks" in options else None
         inbox = conn._inbox() if labels is not None and engine.needs_inbox(labels) else None
-        msg, attempts = self._outgoing(destination, body, options, labels, inbox)
+        msg, attempts = build_message(body, options, labels, inbox), None
+        if self._guarantee is not None:
+            msg, attempts = self._guaranteed(destination, msg)
         seq = next(conn._seq)
         confirm = Confirm(self, seq, msg, attempts)
         if self._observer is not None:  # one check per publish when nothing records
@@ -141,7 +145,11 @@ class Publisher(PublisherBase):
         if labels is not None:
             assert msg.correlation_id is not None
             confirm._acks = conn._collect(msg.correlation_id, labels, options.get("ack_timeout", 10.0), confirm)
-        self._send(seq, destination, msg, again=False)
+        conn._publishers[seq] = self  # _send inline: this is the per-message path
+        try:
+            conn._transport.publish(seq, destination, msg)
+        except AckbridgeError as exc:
+            self._send_failed(seq, exc, False)
         return confirm
 
     def _send(self, seq: int, destination: str, msg: OutboundMessage, *, again: bool) -> None:
@@ -169,7 +177,8 @@ class Publisher(PublisherBase):
             self._settle_locked(confirm, outcome)
 
     def _settle_locked(self, confirm: Confirm, outcome: ConfirmOutcome) -> None:
-        final = self._final(confirm, outcome)
+        # Nothing to decide or record (no retransmission, no observer): the outcome stands.
+        final = outcome if confirm._attempts is None and self._observer is None else self._final(confirm, outcome)
         if final is None:
             self._schedule_retry_locked(confirm)
             return

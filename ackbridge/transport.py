@@ -205,7 +205,23 @@ SYNC_METHODS = ("open", "close", "declare_queue", "subscribe", "unsubscribe", "s
                 "delete_queue", "purge_queue", "inspect_queue")
 
 
-class ThreadedAsyncTransport(AsyncTransport):
+class ForwardedFaults:
+    """The fault seam of a transport that wraps another (``self.wrapped``): the
+    faults are the wrapped transport's, where the wire is."""
+
+    wrapped: TransportBase
+
+    def sever(self, reason: str) -> None:
+        self.wrapped.sever(reason)
+
+    def hold_writes(self, hold: bool) -> None:
+        self.wrapped.hold_writes(hold)
+
+    def hold_publishes(self, hold: bool) -> None:
+        self.wrapped.hold_publishes(hold)
+
+
+class ThreadedAsyncTransport(ForwardedFaults, AsyncTransport):
     """The asyncio contract over a sync transport that runs its I/O on its own
     thread(s): steps that wait for the broker run in a worker thread, and
     ``settle``/``publish``, which only hand work to that I/O thread, are called
@@ -215,7 +231,7 @@ class ThreadedAsyncTransport(AsyncTransport):
 
     def __init__(self, url: BrokerURL, options: Mapping[str, Any], events: TransportEvents) -> None:
         super().__init__(url, options, events)
-        self.sync = self.sync_type(url, options, events)
+        self.sync = self.wrapped = self.sync_type(url, options, events)
 
     @classmethod
     def over(cls, sync_type: type[SyncTransport]) -> type[ThreadedAsyncTransport]:
@@ -233,15 +249,6 @@ class ThreadedAsyncTransport(AsyncTransport):
 
     def __repr__(self) -> str:
         return repr(self.sync)
-
-    def sever(self, reason: str) -> None:
-        self.sync.sever(reason)
-
-    def hold_writes(self, hold: bool) -> None:
-        self.sync.hold_writes(hold)
-
-    def hold_publishes(self, hold: bool) -> None:
-        self.sync.hold_publishes(hold)
 
     async def open_async(self) -> None:
         await asyncio.to_thread(self.sync.open)

@@ -15,9 +15,9 @@ names=$(grep -Ev '^\s*(#|$)' constraints-lowest.txt | cut -d= -f1 | tr 'A-Z_' 'a
 } >"$combined"
 VENV=.venv-lowest CONSTRAINTS="$combined" EXTRAS=test SKIP_SPARK=1 bash scripts/setup.sh
 echo "[lowest] installed: $(.venv-lowest/bin/python -m pip list --format=freeze 2>/dev/null \
-    | grep -iE '^(pluggy|typer|rich|pika|paho-mqtt|python-qpid-proton)==' | tr '\n' ' ')"
+    | grep -iE '^(pluggy|typer|rich|pika|paho-mqtt|python-qpid-proton|rstream)==' | tr '\n' ' ')"
 set +e
-.venv-lowest/bin/pytest -q -p no:cacheprovider -m "not rabbitmq and not mqtt and not amqp10 and not nats and not spark and not slow" \
+.venv-lowest/bin/pytest -q -p no:cacheprovider -m "not rabbitmq and not rabbitmq_streams and not mqtt and not amqp10 and not nats and not spark and not slow" \
     tests/core tests/local "$@"
 status=$?
 set -e

@@ -4,7 +4,7 @@ Loggers: ``ackbridge`` (core), ``ackbridge.rabbitmq``, ``ackbridge.mqtt``,
 ``ackbridge.amqp10``, ``ackbridge.nats``, ``ackbridge.local`` (embedded broker),
 ``ackbridge.spark``. ``logging.getLogger("ackbridge").setLevel(...)`` governs all.
 
-pika, paho, proton and nats-py log every connect and reconnect at INFO. The first
+pika, paho, proton, nats-py and rstream log every connect and reconnect at INFO. The first
 connection ackbridge opens sets those libraries' own named loggers to WARNING --
 only a logger the application has not configured (level NOTSET, no handler but
 the library's own NullHandler);
@@ -19,7 +19,7 @@ import logging
 from typing import Any
 
 #: The client libraries' top-level logger names.
-CLIENT_LOGGERS = ("pika", "paho", "paho.mqtt", "proton", "nats", "aio_pika", "aiormq")
+CLIENT_LOGGERS = ("pika", "paho", "paho.mqtt", "proton", "nats", "aio_pika", "aiormq", "rstream")
 _quieted = False
 
 

@@ -167,6 +167,7 @@ class ConformanceSuite(LabelConformance, BatchConformance):
         poison, good = _body("poison"), _body("good")
         self.publish_all(conn, harness, queue, [poison, good])
         can_reject = conn.capabilities.support(Verb.REJECT).available
+        can_requeue = conn.capabilities.support(Verb.REQUEUE).available
         seen: list[bytes] = []
 
         def handler(delivery: Any) -> Any:
@@ -179,6 +180,11 @@ class ConformanceSuite(LabelConformance, BatchConformance):
         if can_reject:
             eventually(lambda: harness.dead_lettered(queue) == [poison], message="poison dead-lettered")
             assert seen == [poison, good]
+        elif not can_requeue:  # neither: the poison stays unsettled (a log holds its stored offset there)
+            eventually(lambda: seen == [poison, good], message="both handled once")
+            self.broker_counts(harness, queue, ready=0, unacked=2 if conn.capabilities.ordered_acks else 1)
+            consumer.close()
+            return
         else:  # requeued instead: handled again, then acked
             eventually(lambda: seen.count(poison) == 2, message="poison requeued and handled again")
         self.broker_counts(harness, queue, ready=0, unacked=0)
@@ -211,7 +217,10 @@ class ConformanceSuite(LabelConformance, BatchConformance):
         queue, _, (first, second) = self.received(conn, harness, "double", 2, prefetch=10)
         first.ack()
         for verb in ("ack", "requeue", "reject"):
-            with pytest.raises(AlreadySettledError, match="already acked") as err:
+            # A verb the broker cannot do at all may be refused as unsupported before the state is looked at.
+            refusal = (AlreadySettledError if conn.capabilities.support(Verb(verb)).available
+                       else (AlreadySettledError, UnsupportedVerbError))
+            with pytest.raises(refusal, match=r"already acked|does not support") as err:
                 getattr(first, verb)()
             password = unwrap(conn).url.password_text
             assert not password or password not in str(err.value)
@@ -238,7 +247,8 @@ class ConformanceSuite(LabelConformance, BatchConformance):
         try:
             again = self.get_n(fresh.consume(queue, prefetch=10), 2)
             assert sorted(d.body for d in again) == sorted(bodies)
-            assert any(d.body == old.body and d.redelivered for d in again)
+            if harness.counts_deliveries:  # a log does not know what the old connection was handed
+                assert any(d.body == old.body and d.redelivered for d in again)
             for d in again:
                 d.ack()
             self.broker_counts(harness, queue, ready=0, unacked=0)

@@ -11,6 +11,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ackbridge.testing.faults import faults
+from ackbridge.testing.proxy import FaultProxy
+
 
 def eventually(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05,
                message: str = "condition") -> Any:
@@ -34,6 +37,11 @@ class BrokerHarness:
     can_count_unacked = True
     #: Whether hold_confirms() really stops confirms (so back-pressure can be observed).
     can_hold_confirms = False
+    #: False for a log (RabbitMQ streams): the broker knows what a consumer settled (its
+    #: stored offset), not what it was handed. ready() then counts every message not
+    #: settled, the suite checks ready + unacked together, and a new connection cannot
+    #: be told which messages an earlier one was handed (no redelivered flag there).
+    counts_deliveries = True
     #: Verbs whose conformance tests may be skipped because capabilities declare the gap
     #: are derived from the adapter's capability table, not listed here.
 
@@ -86,3 +94,26 @@ class BrokerHarness:
 
     def cleanup(self) -> None:
         """Delete what new_queue created."""
+
+
+class ProxiedHarness(BrokerHarness):
+    """A harness whose client connects through a :class:`~ackbridge.testing.proxy.FaultProxy`
+    (``self.proxy``): a cut resets the proxy's sockets, held confirms hold its replies."""
+
+    proxy: FaultProxy
+
+    def cut_seen(self, connection: Any) -> Callable[[], bool]:
+        """A check that turns true once the client has seen a cut (default: a new generation)."""
+        seam = faults(connection)
+        before = seam.generation
+        return lambda: seam.generation != before
+
+    def break_connection(self, connection: Any) -> None:
+        seen = self.cut_seen(connection)
+        self.proxy.reset()
+        eventually(seen, timeout=15, message="client noticed the cut")
+
+    @contextlib.contextmanager
+    def hold_confirms(self, connection: Any) -> Iterator[None]:
+        with self.proxy.held_replies():
+            yield

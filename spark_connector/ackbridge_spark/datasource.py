@@ -14,6 +14,8 @@ from ackbridge_spark._schema import SCHEMA
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from ackbridge_spark.log_options import LogSourceOptions
+
 __all__ = ["NAME", "SCHEMA", "AckbridgeDataSource", "register"]
 
 NAME = "ackbridge"
@@ -23,7 +25,11 @@ class AckbridgeDataSource(DataSource):
     """Options: ``url`` (keep the name: Spark redacts it), ``queue``/``topic``/``address``/``subscribe``
     (one name or a comma-separated list), ``prefetch``, ``maxRecordsPerBatch``, ``writeAheadPath``,
     ``failOnDataLoss``, ``username``/``password``; any other option must be one of the broker
-    plugin's (e.g. ``lease_timeout``). All are checked at ``load()`` / ``save()`` / ``start()``."""
+    plugin's (e.g. ``lease_timeout``). All are checked at ``load()`` / ``save()`` / ``start()``.
+
+    A URL whose plugin keeps offset logs (RabbitMQ streams) gets the executor-side
+    source instead (``minPartitions``, ``startingOffsets``, ``consumerReference``:
+    :mod:`ackbridge_spark.log_options`)."""
 
     @classmethod
     def name(cls) -> str:
@@ -31,11 +37,30 @@ class AckbridgeDataSource(DataSource):
 
     def schema(self) -> StructType:
         # Called at load() (unless the user gave a schema): check every option there,
-        # before any query starts.
-        self._parsed()
+        # before any query starts -- for the source the URL's broker calls for.
+        if self._reads_log():
+            self._log_options()
+        else:
+            self._parsed()
         return SCHEMA
 
+    def _reads_log(self) -> bool:
+        """Whether the URL's plugin keeps offset logs (decided by the registry): the
+        stream is then read by offset ranges on the executors."""
+        from ackbridge_spark._options import _lower
+        from ackbridge_spark.log_options import keeps_offset_log
+
+        return keeps_offset_log(_lower(self.options).get("url") or "")
+
+    def _log_options(self) -> LogSourceOptions:
+        from ackbridge_spark.log_options import parse_log
+
+        return parse_log(self.options)
+
     def _parsed(self) -> ConnectorOptions:
+        from ackbridge_spark.log_options import refuse_log_only
+
+        refuse_log_only(self.options)
         return parse(self.options)
 
     def _sink_options(self) -> ConnectorOptions:
@@ -46,6 +71,10 @@ class AckbridgeDataSource(DataSource):
         return parsed
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        if self._reads_log():
+            from ackbridge_spark.log_source import LogStreamReader
+
+            return LogStreamReader(self._log_options())
         parsed = self._parsed()
         if parsed.parallelism > 1:
             from ackbridge_spark.parallel import ParallelStreamReader

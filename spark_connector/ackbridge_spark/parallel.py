@@ -41,6 +41,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from ackbridge.errors import AckbridgeError, DataLossError
 from ackbridge_spark._options import ConnectorOptions
+from ackbridge_spark.reader_state import OptionsOnlyPickle
 from ackbridge_spark.runner import install_sigterm_handler
 from ackbridge_spark.settlement import AckbridgePartition
 from ackbridge_spark.source import read_partition
@@ -134,18 +135,15 @@ def _sub(offset: dict[str, Any] | None, index: int, n: int) -> dict[str, Any]:
     return {**readers[index], "batch": int((offset or {}).get("batch", -1))}
 
 
-class ParallelStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class ParallelStreamReader(OptionsOnlyPickle[ConnectorOptions], DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: ConnectorOptions) -> None:
         self._opts = options
+        self._reset_runtime()
+
+    def _reset_runtime(self) -> None:
         self._readers: list[_Reader] = []
         self._tmp: str | None = None
         self._stats: list[dict[str, Any]] = []
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"_opts": self._opts}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["_opts"])  # type: ignore[misc]
 
     @property
     def n(self) -> int:

@@ -48,6 +48,7 @@ from ackbridge.errors import ConnectionLostError, DataLossError
 from ackbridge_spark._options import ConnectorOptions
 from ackbridge_spark._schema import ARROW_SCHEMA, from_ipc, to_ipc, to_record_batch
 from ackbridge_spark.loss import LossWatch
+from ackbridge_spark.reader_state import OptionsOnlyPickle
 from ackbridge_spark.runner import install_sigterm_handler, tune_gc
 from ackbridge_spark.settlement import AckbridgePartition, CommittedSettlement
 from ackbridge_spark.sources import is_mqtt, subscribe_all
@@ -64,17 +65,10 @@ def _batch(offset: dict[str, Any] | None) -> int:
     return int((offset or {}).get("batch", -1))
 
 
-class AckbridgeStreamReader(CommittedSettlement, DataSourceStreamReader, SupportsTriggerAvailableNow):
+class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettlement, DataSourceStreamReader,
+                            SupportsTriggerAvailableNow):
     def __init__(self, options: ConnectorOptions) -> None:
         self._opts = options
-        self._reset_runtime()
-
-    # Pickling (planner copy -> executors) carries the options only.
-    def __getstate__(self) -> dict[str, Any]:
-        return {"_opts": self._opts}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self._opts = state["_opts"]
         self._reset_runtime()
 
     def _reset_runtime(self) -> None:

@@ -24,6 +24,7 @@ BROKERS = [
     pytest.param("mqtt-3.1.1", id="mqtt-3.1.1", marks=pytest.mark.mqtt),
     pytest.param("amqp10", id="amqp10", marks=pytest.mark.amqp10),
     pytest.param("nats", id="nats", marks=pytest.mark.nats),
+    pytest.param("rabbitmq-streams", id="rabbitmq-streams", marks=pytest.mark.rabbitmq_streams),
 ]
 
 
@@ -43,6 +44,11 @@ def make_harness(kind: str, tmp: Path) -> Any:
         from tests.mqtt.harness import MqttHarness
 
         return MqttHarness(kind.split("-", 1)[1])
+    if kind == "rabbitmq-streams":
+        require_port(5552, "RabbitMQ streams (rabbitmq_stream)")
+        from tests.rabbitmq_streams.harness import StreamsHarness
+
+        return StreamsHarness()
     if kind == "nats":
         require_port(4222, "NATS (JetStream)")
         from tests.nats.harness import NatsHarness

@@ -7,9 +7,10 @@ How a block is run -- the rules a docs writer needs:
   what it needs: ``<!-- needs: rabbitmq -->`` (127.0.0.1:5672 guest/guest),
   ``<!-- needs: mqtt -->`` (127.0.0.1:1883), ``<!-- needs: nats -->``
   (127.0.0.1:4222), ``<!-- needs: amqp10 -->`` (RabbitMQ's AMQP 1.0 plugin on
-  5672), ``<!-- needs: spark -->`` (a local SparkSession over the embedded
+  5672), ``<!-- needs: rabbitmq_streams -->`` (RabbitMQ's stream plugin on 5552),
+  ``<!-- needs: spark -->`` (a local SparkSession over the embedded
   broker). Without a comment, a block naming one of those brokers' URLs
-  (``amqp://``, ``mqtt://``, ``nats://``, ``amqp10://``) needs that broker;
+  (``amqp://``, ``mqtt://``, ``nats://``, ``amqp10://``, ``rabbitmq-stream://``) needs that broker;
   any other block runs on the embedded broker. The test carries the matching
   pytest marker, so a missing broker fails in CI and skips locally, as for
   every other broker test.
@@ -65,11 +66,13 @@ BROKERS = {  # needs -> (URL, port)
     "mqtt": ("mqtt://127.0.0.1:1883", 1883),
     "nats": ("nats://127.0.0.1:4222", 4222),
     "amqp10": ("amqp10://guest:guest@127.0.0.1:5672", 5672),
+    "rabbitmq_streams": ("rabbitmq-stream://guest:guest@127.0.0.1:5552/", 5552),
 }
-SCHEMES = {"amqp10://": "amqp10", "amqp://": "rabbitmq", "mqtt://": "mqtt", "nats://": "nats"}
+SCHEMES = {"amqp10://": "amqp10", "amqp://": "rabbitmq", "mqtt://": "mqtt", "nats://": "nats",
+           "rabbitmq-stream://": "rabbitmq_streams"}
 PLACEHOLDERS = ("orders", "out")
 FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.M | re.S)
-MARK = re.compile(r"<!--\s*(fragment|needs:\s*([a-z0-9]+))\s*-->")
+MARK = re.compile(r"<!--\s*(fragment|needs:\s*([a-z0-9_]+))\s*-->")
 REPR = re.compile(r"#\s*(ConfirmOutcome\([^)]*\))")
 
 

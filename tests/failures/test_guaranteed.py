@@ -103,6 +103,55 @@ def test_async_face_retransmits_too() -> None:
     asyncio.run(run())
 
 
+@pytest.mark.rabbitmq
+def test_a_batch_settled_cumulatively_counts_for_dedupe_on_both_faces() -> None:
+    """settle_batch's cumulative ack records the acked ids in the dedupe window: copies
+    published after a reconnect (which forgets what was merely in flight) are still
+    dropped, on the sync and the async face alike."""
+    url = "amqp://guest:guest@127.0.0.1:5672/"
+    ids = [f"id-{i}" for i in range(5)]
+
+    def sync_face(queue: str) -> int:
+        with ackbridge.connect(url) as conn:
+            conn.declare_queue(queue, dead_letter=False)
+            consumer = conn.consume(queue, dedupe_window=100, prefetch=10)
+            for message_id in ids:
+                conn.publish(queue, b"x", message_id=message_id)
+            got = [consumer.get(timeout=10) for _ in ids]
+            assert consumer.settle_batch(got).cumulative  # type: ignore[arg-type]
+            faults(conn).sever("test cut")
+            copies = conn.publisher(retransmit=True, confirm_timeout=2.0, max_attempts=10)
+            confirms = [copies.publish(queue, b"x", message_id=message_id) for message_id in ids]
+            assert {c.result(timeout=60).status for c in confirms} == {ConfirmStatus.CONFIRMED}
+            assert consumer.get(timeout=2.0) is None  # the copies were acked, not handed out
+            assert (conn.inspect_queue(queue).messages or 0) == 0
+            conn.delete_queue(queue, dead_letter=False)
+            return consumer.duplicates_dropped
+
+    async def async_face(queue: str) -> int:
+        conn = await ackbridge.connect_async(url)
+        try:
+            await conn.declare_queue(queue, dead_letter=False)
+            consumer = await conn.consume(queue, dedupe_window=100, prefetch=10)
+            for message_id in ids:
+                await conn.publish(queue, b"x", message_id=message_id)
+            got = [await consumer.get(timeout=10) for _ in ids]
+            assert (await consumer.settle_batch(got)).cumulative  # type: ignore[arg-type]
+            faults(conn).sever("test cut")
+            copies = conn.publisher(retransmit=True, confirm_timeout=2.0, max_attempts=10)
+            confirms = [await copies.publish(queue, b"x", message_id=message_id) for message_id in ids]
+            assert {(await c).status for c in confirms} == {ConfirmStatus.CONFIRMED}
+            assert await consumer.get(timeout=2.0) is None
+            assert ((await conn.inspect_queue(queue)).messages or 0) == 0  # what the broker holds
+            await conn.delete_queue(queue, dead_letter=False)
+            return consumer.duplicates_dropped
+        finally:
+            await conn.close()
+
+    assert sync_face(f"abtest-bd-{uuid.uuid4().hex[:8]}") == len(ids)
+    assert asyncio.run(async_face(f"abtest-abd-{uuid.uuid4().hex[:8]}")) == len(ids)
+
+
 # ---- loss detection ----------------------------------------------------------------------
 def _stamped(producer: str, number: int) -> InboundMessage:
     return InboundMessage(number, 1, b"", "q", headers={PRODUCER_HEADER: producer, SEQUENCE_HEADER: number})

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import threading
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import nats
@@ -22,8 +22,7 @@ from nats.aio.client import Client
 from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
-from ackbridge.testing.faults import faults
-from ackbridge.testing.harness import BrokerHarness, eventually
+from ackbridge.testing.harness import ProxiedHarness
 from ackbridge.testing.proxy import FaultProxy
 from ackbridge_nats.naming import DEFAULT_DEAD_LETTER_SUBJECT, DEFAULT_DURABLE, dead_letter_subject, stream_name
 
@@ -52,7 +51,7 @@ class RawNats:
         self.thread.join(timeout=10)
 
 
-class NatsHarness(BrokerHarness):
+class NatsHarness(ProxiedHarness):
     name = "nats-jetstream"
     kind = "nats"
     can_count_unacked = True
@@ -118,17 +117,6 @@ class NatsHarness(BrokerHarness):
             return []
         return [self.raw.run(lambda seq=seq: jsm.get_msg(stream, seq))
                 for seq in range(state.first_seq, state.last_seq + 1)]
-
-    def break_connection(self, connection: Any) -> None:
-        seam = faults(connection)
-        before = seam.generation
-        self.proxy.reset()
-        eventually(lambda: seam.generation != before, timeout=10, message="client noticed the cut")
-
-    @contextlib.contextmanager
-    def hold_confirms(self, connection: Any) -> Iterator[None]:
-        with self.proxy.held_replies():
-            yield
 
     def cleanup(self) -> None:
         self.proxy.close()

@@ -18,7 +18,7 @@ PY = Path(sys.executable)
 #: Distributions this repository builds (the embedded broker ships inside ``ackbridge``).
 OWN = ["pyproject.toml", "plugins/ackbridge-rabbitmq/pyproject.toml", "plugins/ackbridge-mqtt/pyproject.toml",
        "plugins/ackbridge-amqp10/pyproject.toml", "plugins/ackbridge-nats/pyproject.toml",
-       "spark_connector/pyproject.toml"]
+       "plugins/ackbridge-rabbitmq-streams/pyproject.toml", "spark_connector/pyproject.toml"]
 ALL = OWN
 
 
@@ -48,9 +48,10 @@ def test_extras_pull_every_plugin() -> None:
     extras = project("pyproject.toml")["optional-dependencies"]
     assert isinstance(extras, dict)
     for extra, dist in (("rabbitmq", "ackbridge-rabbitmq"), ("mqtt", "ackbridge-mqtt"),
-                        ("amqp10", "ackbridge-amqp10"), ("nats", "ackbridge-nats"), ("spark", "ackbridge-spark")):
+                        ("amqp10", "ackbridge-amqp10"), ("nats", "ackbridge-nats"),
+                        ("rabbitmq-streams", "ackbridge-rabbitmq-streams"), ("spark", "ackbridge-spark")):
         assert any(d.startswith(dist) for d in extras[extra]), extra
-    assert extras["all"] == ["ackbridge[rabbitmq,mqtt,amqp10,nats,spark]"]
+    assert extras["all"] == ["ackbridge[rabbitmq,mqtt,amqp10,nats,rabbitmq-streams,spark]"]
 
 
 def test_spark_connector_asks_for_spark_4() -> None:
@@ -61,10 +62,11 @@ def test_spark_connector_asks_for_spark_4() -> None:
 def test_constraints_pin_what_setup_installs() -> None:
     pins = dict(line.split("==", 1) for line in (ROOT / "constraints.txt").read_text().splitlines()
                 if "==" in line and not line.startswith("#"))
-    for name in ("pluggy", "typer", "rich", "pika", "paho-mqtt", "python-qpid-proton", "pyspark", "pyarrow"):
+    for name in ("pluggy", "typer", "rich", "pika", "paho-mqtt", "python-qpid-proton", "rstream", "pyspark",
+                 "pyarrow"):
         assert name in pins, name
     lowest = (ROOT / "constraints-lowest.txt").read_text()
-    for name in ("pluggy", "typer", "rich", "pika", "paho-mqtt", "python-qpid-proton"):
+    for name in ("pluggy", "typer", "rich", "pika", "paho-mqtt", "python-qpid-proton", "rstream"):
         assert re.search(rf"^{re.escape(name)}==", lowest, re.M), name
 
 

@@ -61,6 +61,12 @@ def _nats() -> BrokerHarness:
     return NatsHarness()
 
 
+def _streams() -> BrokerHarness:
+    from tests.rabbitmq_streams.harness import StreamsHarness
+
+    return StreamsHarness()
+
+
 def broker_port(url: str) -> int:
     port = urlsplit(url).port
     if port is None:
@@ -90,6 +96,8 @@ BROKERS: list[BrokerEntry] = [
     BrokerEntry("amqp10-rabbitmq", _amqp10, _via_proxy, NETWORK),
     # JetStream counts deliveries itself: the poison policy runs there.
     BrokerEntry("nats-jetstream", _nats, _via_proxy, (*NETWORK, "poison")),
+    # A stream can neither requeue nor count deliveries: no poison policy (declared gap).
+    BrokerEntry("rabbitmq-streams", _streams, _via_proxy, NETWORK),
 ]
 
 #: The small matrix CI runs (every broker, the faults that matter most).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ackbridge.messages import ConfirmStatus
 
@@ -97,3 +98,16 @@ def markdown(rows: list[ScoreRow]) -> str:
     lines = ["| " + " | ".join(ScoreRow.HEADERS) + " |", "|" + "---|" * len(ScoreRow.HEADERS)]
     lines += ["| " + " | ".join(row.cells()) + " |" for row in rows]
     return "\n".join(lines) + "\n"
+
+
+def replace_section(path: Path, heading: str, section: str) -> None:
+    """Put *section* (starting with *heading*, a ``## `` line) into the markdown file
+    *path*, replacing an earlier section with that heading and keeping everything else."""
+    text = path.read_text() if path.exists() else "# Reliability scoreboard\n"
+    if heading in text:
+        before, rest = text.split(heading, 1)
+        after = rest.split("\n## ", 1)
+        text = before.rstrip() + "\n" + section + ("\n## " + after[1] if len(after) > 1 else "")
+    else:
+        text = text.rstrip() + "\n" + section
+    path.write_text(text)

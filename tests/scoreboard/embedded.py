@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tests.local import scenarios
 from tests.local.harness import LocalHarness
+from tests.scoreboard.checker import replace_section
 
 #: fault -> (scenario, repeats in the scoreboard tier)
 FAULTS: dict[str, tuple[Callable[[LocalHarness, int], scenarios.Result], int]] = {
@@ -151,12 +152,4 @@ SECTION = "\n## Embedded broker faults"
 
 def write_section(path: Path, rows: list[EmbeddedRow], when: str) -> None:
     """Put the embedded section into *path*, replacing an earlier one and keeping everything else."""
-    text = path.read_text() if path.exists() else "# Reliability scoreboard\n"
-    section = f"{SECTION} (generated {when})\n\n{METHOD}\n\n{markdown(rows)}"
-    if SECTION in text:
-        before, rest = text.split(SECTION, 1)
-        after = rest.split("\n## ", 1)
-        text = before.rstrip() + "\n" + section + ("\n## " + after[1] if len(after) > 1 else "")
-    else:
-        text = text.rstrip() + "\n" + section
-    path.write_text(text)
+    replace_section(path, SECTION, f"{SECTION} (generated {when})\n\n{METHOD}\n\n{markdown(rows)}")

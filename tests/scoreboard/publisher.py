@@ -40,7 +40,7 @@ from ackbridge.messages import ConfirmStatus
 from ackbridge.testing.faults import faults
 from ackbridge.urls import redact
 from tests.scoreboard.publisher_rows import PubHistory, PublisherRow, markdown, score, write_section
-from tests.scoreboard.publisher_targets import RESTART_FAULT, TARGETS, Target
+from tests.scoreboard.publisher_targets import NO_RESTART, RESTART_FAULT, TARGETS, Target
 
 MODES = ("plain", "retransmit")
 WINDOW = 200
@@ -330,7 +330,7 @@ def cells(brokers: list[str] | None = None, faults_: list[str] | None = None,
           modes: list[str] | None = None) -> list[tuple[str, str, str]]:
     out = []
     for broker in TARGETS:
-        for fault in ("connection-cut", RESTART_FAULT[broker]):
+        for fault in ("connection-cut", *(() if broker in NO_RESTART else (RESTART_FAULT[broker],))):
             for mode in MODES:
                 if (brokers and broker not in brokers) or (faults_ and fault not in faults_) or (
                         modes and mode not in modes):

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ackbridge.messages import ConfirmStatus
+from tests.scoreboard.checker import replace_section
 from tests.scoreboard.publisher_targets import LOSES_ON_KILL, Target
 
 
@@ -141,12 +142,5 @@ SECTION = "\n## Publisher rows"
 def write_section(path: Path, rows: list[PublisherRow], n: int) -> None:
     """Put the publisher section into *path*, replacing an earlier one and keeping everything else."""
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    text = path.read_text() if path.exists() else "# Reliability scoreboard\n"
-    section = f"{SECTION} (issue 15; generated {when}, {n} ids per cell)\n\n{METHOD}\n\n{markdown(rows)}"
-    if SECTION in text:
-        before, rest = text.split(SECTION, 1)
-        after = rest.split("\n## ", 1)
-        text = before.rstrip() + "\n" + section + ("\n## " + after[1] if len(after) > 1 else "")
-    else:
-        text = text.rstrip() + "\n" + section
-    path.write_text(text)
+    replace_section(path, SECTION,
+                    f"{SECTION} (issue 15; generated {when}, {n} ids per cell)\n\n{METHOD}\n\n{markdown(rows)}")

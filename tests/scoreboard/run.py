@@ -201,7 +201,13 @@ SPARK_SOURCE_METHOD = (
     "it dropped); redelivered = rows flagged redelivered by the broker. Duplicate bound: a fault replays at "
     "most the batch in flight when it hit (SIGKILL: the n // 6 = 166-row batch at 1000 ids; connection cut: "
     "the 200-row batch being written; foreachBatch failure: batch 0, and MQTT 3.1.1 with writeAheadPath, "
-    "whose messages carry no id to match a redelivery, counts its 20 redelivered rows as duplicates).")
+    "whose messages carry no id to match a redelivery, counts its 20 redelivered rows as duplicates). "
+    "rabbitmq-streams rows: the executor-side stream source (tests/spark/test_stream_exactly_once.py), "
+    "source -> Spark's Parquet file sink with no dedupe step, job_exactly_once.py SIGKILLed with its process "
+    "group mid-batch (two streams, 1000 ids each, a task blocked in a planned batch) or between a batch's "
+    "commit and its offset store (trigger 20 s), restarted with AvailableNow; delivered = ids in the files the "
+    "sink committed, duplicated = extra copies there (must be 0: exactly-once by deterministic "
+    "replay); afterwards the broker must store each stream's end for the query's consumerReference.")
 SPARK_SINK_METHOD = (
     "From `tests/spark/test_sink_faults.py` (batch writes, `local[2,4]`: Spark retries a task up to 4 times; "
     "2 partitions; each row carries its id as message id and body). A plain consumer drains the queue "

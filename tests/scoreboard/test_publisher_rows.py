@@ -19,9 +19,10 @@ from tests.scoreboard.publisher import cells, markdown, run_cell
 N = 300
 
 MARKS = {"mqtt": pytest.mark.mqtt, "rabbitmq": pytest.mark.rabbitmq, "amqp10": pytest.mark.amqp10,
-         "nats": pytest.mark.nats}
+         "nats": pytest.mark.nats, "rabbitmq-streams": pytest.mark.rabbitmq_streams}
 #: Brokers on the shared ports (MQTT and NATS rows start private servers of their own).
-PORTS = {"rabbitmq": (5672, "RabbitMQ"), "amqp10": (5672, "RabbitMQ (AMQP 1.0)")}
+PORTS = {"rabbitmq": (5672, "RabbitMQ"), "amqp10": (5672, "RabbitMQ (AMQP 1.0)"),
+         "rabbitmq-streams": (5552, "RabbitMQ streams (rabbitmq_stream)")}
 
 CELLS = [
     pytest.param(broker, fault, mode, id=f"{broker}-{fault}-{mode}",

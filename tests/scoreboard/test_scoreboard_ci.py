@@ -17,9 +17,9 @@ from tests.scoreboard.run import run_cell
 IN_FLIGHT_BOUND = 50 + 200
 
 MARKS = {"mqtt": pytest.mark.mqtt, "rabbitmq": pytest.mark.rabbitmq, "amqp10": pytest.mark.amqp10,
-         "nats": pytest.mark.nats}
+         "nats": pytest.mark.nats, "rabbitmq-streams": pytest.mark.rabbitmq_streams}
 PORTS = {"mqtt": (1883, "Mosquitto"), "rabbitmq": (5672, "RabbitMQ"), "amqp10": (5672, "RabbitMQ (AMQP 1.0)"),
-         "nats": (4222, "NATS (JetStream)")}
+         "nats": (4222, "NATS (JetStream)"), "rabbitmq-streams": (5552, "RabbitMQ streams (rabbitmq_stream)")}
 
 CELLS = [
     pytest.param(entry, fault, id=f"{entry.name}-{fault}",

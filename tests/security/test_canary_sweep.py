@@ -407,3 +407,60 @@ def test_spark_source_never_shows_the_canary(tmp_path: Path, sweep: Sweep, capsy
     assert any(logs.rglob("*")), "Spark wrote no event log"
     for path in files:
         sweep.add(f"file {path.name}", path.read_bytes().decode("utf-8", "replace"))
+
+
+@pytest.mark.rabbitmq_streams
+def test_spark_stream_source_never_shows_the_canary(tmp_path: Path, sweep: Sweep,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The executor-side stream source: a RabbitMQ user whose password is the canary."""
+    require_port(5552, "RabbitMQ's stream plugin (rabbitmq-plugins enable rabbitmq_stream)")
+    require_port(15672, "RabbitMQ management API")
+    from tests.amqp10.harness import create_user, delete_user
+    from tests.spark.helpers import make_spark
+
+    user, stream = f"canary-st-{uuid.uuid4().hex[:8]}", f"canary-st-{uuid.uuid4().hex[:8]}"
+    create_user(user, CANARY)
+    ck = tmp_path / "ck"
+    url = f"rabbitmq-stream://{user}:{CANARY}@127.0.0.1:5552/"
+    spark = make_spark("ackbridge-canary-stream")
+    try:
+        with ackbridge.connect(url) as conn:
+            conn.declare_queue(stream)
+            for i in range(5):
+                assert conn.publish(stream, f"s{i}".encode(), message_id=f"s{i}").result(timeout=30).confirmed
+        seen: list[int] = []
+        df = (spark.readStream.format("ackbridge").option("url", url).option("subscribe", stream)
+              .option("consumerReference", "canary").option("startingOffsets", "earliest").load())
+        df.explain(True)
+        sweep.add("explain(True)", capsys.readouterr().out)
+        sweep.add("queryExecution", df._jdf.queryExecution().toString())
+        record: Callable[[Any, int], None] = lambda batch, _id: seen.append(batch.count())  # noqa: E731
+        query = (df.writeStream.foreachBatch(record).option("checkpointLocation", str(ck))
+                 .trigger(processingTime="500 milliseconds").start())
+        try:
+            eventually(lambda: sum(seen) >= 5, timeout=120, message="5 rows read")
+            eventually(lambda: query.lastProgress is not None, timeout=30, message="a progress report")
+            sweep.add("lastProgress", json.dumps(query.lastProgress, default=str))
+            query.explain(True)
+            sweep.add("query.explain(True)", capsys.readouterr().out)
+        finally:
+            query.stop()
+        bad = (spark.readStream.format("ackbridge").option("url", url.replace(CANARY, CANARY + "-wrong"))
+               .option("subscribe", stream).option("consumerReference", "canary").load())
+        failing = bad.writeStream.foreachBatch(record).option("checkpointLocation", str(tmp_path / "ck2")).start()
+        with sweep.path("failing query"):
+            failing.awaitTermination(45)
+        failure = failing.exception()
+        if failure is not None:
+            sweep.add("failing query exception", f"{failure!r} {failure}")
+        with contextlib.suppress(Exception):
+            failing.stop()
+        sweep.add("stdout/stderr", "".join(capsys.readouterr()))
+    finally:
+        spark.stop()
+        admin_url = "rabbitmq-stream://guest:guest@127.0.0.1:5552/"
+        with contextlib.suppress(Exception), ackbridge.connect(admin_url) as admin:
+            admin.delete_queue(stream)
+        delete_user(user)
+    for path in (p for p in ck.rglob("*") if p.is_file()):
+        sweep.add(f"file {path.name}", path.read_bytes().decode("utf-8", "replace"))

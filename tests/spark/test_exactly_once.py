@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -26,12 +27,16 @@ ALL_BROKERS = [pytest.param("embedded", id="embedded"),
                pytest.param("mqtt-5", id="mqtt-5", marks=pytest.mark.mqtt),
                pytest.param("amqp10", id="amqp10", marks=pytest.mark.amqp10),
                pytest.param("nats", id="nats", marks=pytest.mark.nats)]
-#: Each cell costs 30-60 s (two driver start-ups): CI runs two brokers, the scoreboard tier
-#: (``python -m tests.scoreboard.run --spark``) all of them.
-BROKERS = ALL_BROKERS if SCOREBOARD_TIER else ALL_BROKERS[:2]
 
 
-@pytest.fixture(params=BROKERS)
+def brokers(*in_ci: str) -> list[Any]:
+    """``eo_broker`` params of one test. Each cell costs 60-100 s on 2 cores (two driver
+    start-ups): CI runs each fault on the brokers named here, the scoreboard tier
+    (``python -m tests.scoreboard.run --spark``) on every broker."""
+    return [p for p in ALL_BROKERS if SCOREBOARD_TIER or p.id in in_ci]
+
+
+@pytest.fixture
 def eo_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Broker:
     b = make_broker(request.param, tmp_path)
     yield b  # type: ignore[misc]
@@ -41,11 +46,15 @@ def eo_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Broker:
 #: Per broker, options every job of a test gets. NATS JetStream redelivers what a dead
 #: consumer held only after ack_wait (30 s by default): shorter here, and the restart's
 #: AvailableNow waits longer than that before it calls the queue drained.
-BROKER_OPTIONS = {"nats": {"ack_wait": "5", "availableNowIdleMs": "9000"}}
+BROKER_OPTIONS: dict[str, dict[str, str | None]] = {
+    "nats": {"ack_wait": "5", "availableNowIdleMs": "9000"},
+    # The stream source's AvailableNow ends at the logs' ends: it has no idle timeout (None removes it).
+    "rabbitmq-stream": {"availableNowIdleMs": None},
+}
 
 
 def job(url: str, queue: str, tmp: Path, name: str, *, block_id: str = "-", trigger_s: float = 0.0,
-        batch: int = 100, options: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        batch: int = 100, options: dict[str, str | None] | None = None) -> subprocess.Popen[bytes]:
     options = {**BROKER_OPTIONS.get(url.split(":", 1)[0], {}), **(options or {})}
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                ACKBRIDGE_JOB_OPTIONS=json.dumps(options or {}))
@@ -76,7 +85,7 @@ def table_ids(tmp: Path) -> list[str]:
 
 
 def restart_and_check(broker: Broker, url: str, queue: str, tmp: Path, fault: str, confirmed: list[str],
-                      options: dict[str, str] | None = None) -> None:
+                      options: dict[str, str | None] | None = None) -> None:
     again = job(url, queue, tmp, "restart", options=options)
     try:
         assert again.wait(400) == 0, (tmp / "job-restart.log").read_text()[-3000:]
@@ -91,7 +100,14 @@ def restart_and_check(broker: Broker, url: str, queue: str, tmp: Path, fault: st
     eventually(lambda: broker.counts(queue) == (0, 0), 60, message="queue drained and settled")
 
 
-@pytest.mark.parametrize("readers", [1, 2])
+def broker_and_readers() -> list[Any]:
+    """CI: one reader on the embedded broker, two on RabbitMQ; the scoreboard tier: both on every broker."""
+    pairs = [(p, readers) for p in ALL_BROKERS for readers in (1, 2)]
+    chosen = pairs if SCOREBOARD_TIER else [(p, r) for p, r in pairs if (p.id, r) in {("embedded", 1), ("rabbitmq", 2)}]
+    return [pytest.param(p.values[0], r, id=f"{p.id}-{r}", marks=p.marks) for p, r in chosen]
+
+
+@pytest.mark.parametrize(("eo_broker", "readers"), broker_and_readers(), indirect=["eo_broker"])
 def test_sigkill_before_commit(eo_broker: Broker, tmp_path: Path, readers: int) -> None:
     broker, n = eo_broker, 600
     if readers > 1 and broker.name.startswith("mqtt"):
@@ -110,6 +126,7 @@ def test_sigkill_before_commit(eo_broker: Broker, tmp_path: Path, readers: int) 
     restart_and_check(broker, broker.url(), queue, tmp_path, fault, confirmed, {"parallelism": str(readers)})
 
 
+@pytest.mark.parametrize("eo_broker", brokers("rabbitmq"), indirect=True)
 def test_sigkill_between_commit_and_ack(eo_broker: Broker, tmp_path: Path) -> None:
     """A long trigger interval holds a committed batch's ack until the next trigger: kill in between."""
     broker, n = eo_broker, 600
@@ -129,6 +146,7 @@ def test_sigkill_between_commit_and_ack(eo_broker: Broker, tmp_path: Path) -> No
     restart_and_check(broker, broker.url(), queue, tmp_path, "driver SIGKILL between commit and ack", confirmed)
 
 
+@pytest.mark.parametrize("eo_broker", brokers("rabbitmq"), indirect=True)
 def test_connection_cut(eo_broker: Broker, tmp_path: Path) -> None:
     """RabbitMQ: the broker closes the source's connection (rabbitmqctl close_connection,
     through a proxy); embedded: the source severs itself after batch 2 (fault seam)."""

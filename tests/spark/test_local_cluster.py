@@ -1,5 +1,6 @@
-"""The source (two queues, parallelism=2) and the sink on local-cluster[2,1,1024]:
-executors are separate JVMs with their own Python workers."""
+"""The source (two queues, parallelism=2), the stream source (two streams, executors
+reading their own ranges) and the sink on local-cluster[2,1,1024]: executors are
+separate JVMs with their own Python workers."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from .cluster_modes import sink_write, source_two_queues_two_readers
 from .helpers import make_spark
+from .stream_helpers import two_streams_into_parquet
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(400)]
 
@@ -29,3 +31,8 @@ def test_source_on_local_cluster(spark: Any, tmp_path: Path) -> None:
 
 def test_sink_on_local_cluster(spark: Any, tmp_path: Path) -> None:
     sink_write(spark, tmp_path)
+
+
+@pytest.mark.rabbitmq_streams
+def test_stream_source_on_local_cluster(spark: Any, tmp_path: Path) -> None:
+    two_streams_into_parquet(spark, tmp_path)

@@ -17,17 +17,13 @@ from ackbridge.errors import (
     AuthenticationError,
     BrokerError,
     BrokerUnreachableError,
-    ConfigurationError,
     InvalidOptionError,
 )
 from ackbridge.options import ConnectionSettings
+from ackbridge.tls import TLSVerificationError
 from ackbridge.urls import BrokerURL
 
 log = logging.getLogger("ackbridge.mqtt")
-
-
-class TLSVerificationError(ConfigurationError):
-    """The broker's TLS certificate could not be verified (not recoverable by retrying)."""
 
 
 def configure_tls(client: paho.Client, settings: ConnectionSettings, url: BrokerURL) -> None:

@@ -21,6 +21,7 @@ from nats.aio.msg import Msg
 
 from ackbridge.errors import InvalidOptionError
 from ackbridge.generations import check_ops, stale_error
+from ackbridge.loop_thread import call_on_loop
 from ackbridge.messages import OutboundMessage, WireSettle, WireVerb, refused, unknown
 from ackbridge.transport import AsyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL
@@ -37,7 +38,7 @@ log = logging.getLogger("ackbridge.nats")
 
 ACK = b"+ACK"
 TERM = b"+TERM"
-Prepared = tuple[str, dict[str, str] | None]
+Prepared = tuple[str, bytes, dict[str, str] | None]
 
 
 class NatsAsyncTransport(AsyncTransport):
@@ -223,12 +224,12 @@ class NatsAsyncTransport(AsyncTransport):
 
     # ---- publishing ---------------------------------------------------------------------------
     def prepare(self, destination: str, message: OutboundMessage) -> Prepared:
-        """Check *message* before anything is sent: raises InvalidOptionError for bad headers."""
-        return destination, codec.headers_for(message)
+        """Check *message* before anything is sent (raises InvalidOptionError for bad
+        headers); the arguments of :meth:`send_prepared` after ``seq``."""
+        return destination, message.body, codec.headers_for(message)
 
     async def publish_async(self, seq: int, destination: str, message: OutboundMessage) -> None:
-        subject, headers = self.prepare(destination, message)
-        await self.send_prepared(seq, subject, message.body, headers)
+        await self.send_prepared(seq, *self.prepare(destination, message))
 
     async def send_prepared(self, seq: int, subject: str, body: bytes, headers: dict[str, str] | None) -> None:
         try:
@@ -264,15 +265,7 @@ class NatsAsyncTransport(AsyncTransport):
 
     # ---- fault seam (ackbridge.testing.faults); callable from any thread ----------------------
     def on_loop(self, fn: Callable[..., Any], *args: Any) -> None:
-        loop = self.loop
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if loop is None or running is loop:
-            fn(*args)
-        else:
-            loop.call_soon_threadsafe(fn, *args)
+        call_on_loop(self.loop, fn, *args)
 
     def sever(self, reason: str) -> None:
         self.on_loop(self.link.sever, reason)

@@ -22,9 +22,9 @@ from nats.aio.client import Client
 
 from ackbridge.backoff import Backoff
 from ackbridge.errors import AckbridgeError, AuthenticationError, BrokerUnreachableError, ConnectionLostError
+from ackbridge.tls import describe_tls_error
 from ackbridge.urls import BrokerURL
 from ackbridge_nats.options import NatsSettings
-from ackbridge_nats.tls import describe_tls_error
 
 log = logging.getLogger("ackbridge.nats")
 

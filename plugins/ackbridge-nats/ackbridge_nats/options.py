@@ -14,9 +14,9 @@ from typing import Any
 
 from ackbridge.errors import InvalidURLError
 from ackbridge.options import ConnectionSettings, OptionSpec, non_negative_float, positive_int
+from ackbridge.tls import tls_context
 from ackbridge.urls import BrokerURL
 from ackbridge_nats.naming import DEFAULT_DEAD_LETTER_SUBJECT, DEFAULT_DURABLE, check_durable
-from ackbridge_nats.tls import tls_context
 
 TLS_SCHEMES = ("nats+tls",)
 DEFAULT_PORT = 4222

@@ -1,7 +1,8 @@
-"""TLS for ``nats+tls://`` from the shared ``tls_*`` options.
+"""TLS from the shared ``tls_*`` options, for plugins whose client takes an
+:class:`ssl.SSLContext` (nats-py, rstream, asyncio streams).
 
-Verification is on unless ``tls_verify=false`` (warned about). nats-py takes
-an :class:`ssl.SSLContext`; the host name checked is the URL's host.
+Verification is on unless ``tls_verify=false`` (warned about); the host name
+checked is the URL's host.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from ackbridge.errors import ConfigurationError, InvalidOptionError
 from ackbridge.options import ConnectionSettings
 from ackbridge.urls import BrokerURL
 
-log = logging.getLogger("ackbridge.nats")
+log = logging.getLogger("ackbridge")
 
 
 class TLSVerificationError(ConfigurationError):
@@ -21,6 +22,8 @@ class TLSVerificationError(ConfigurationError):
 
 
 def tls_context(settings: ConnectionSettings, url: BrokerURL) -> ssl.SSLContext:
+    """The client context for *url*: the CA file (else the system's), the client
+    certificate when given, verification unless ``tls_verify=false``."""
     if settings.tls_key_file and not settings.tls_cert_file:
         raise InvalidOptionError("option 'tls_key_file' needs 'tls_cert_file' (the client certificate)")
     try:

@@ -1,0 +1,232 @@
+"""A sync transport over an asyncio one: the plugin's async transport on an event
+loop of its own thread (the counterpart of :class:`~ackbridge.transport.ThreadedAsyncTransport`).
+
+For asyncio-only clients (nats-py, rstream) the sync face runs the plugin's
+:class:`~ackbridge.transport.AsyncTransport` on a private loop, one I/O thread
+per connection (as paho and proton run theirs). Steps that wait for the broker
+(open, declare, subscribe, topology) are run there and waited for. ``settle``
+and ``publish`` never wait: they are checked on the caller's thread (stale
+generation, bad headers), put on one queue in call order, and one drain task
+on the loop writes them; a settlement that loses the race with a loss there is
+dropped, not applied (the transport contract's rule). ``unsubscribe`` goes
+through the same queue, so an ack given before it leaves before the consumer
+ends. Called on the I/O thread itself (a handler acking inside ``deliver``)
+they queue the same way and return.
+
+The async transport offers, beside its contract, three things this needs:
+
+* ``spawn(coro)``: run *coro* as a task of its loop, kept until done;
+* ``prepare(destination, message) -> tuple``: check *message* on the
+  caller's thread (raise for what cannot be sent) and return the arguments of
+* ``send_prepared(seq, *prepared)``: put it on the wire, confirm through events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, ClassVar, Protocol
+
+from ackbridge.errors import ConnectionLostError, StaleDeliveryError
+from ackbridge.generations import check_ops
+from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, unknown
+from ackbridge.transport import AsyncTransport, ForwardedFaults, SyncTransport, TransportEvents
+from ackbridge.urls import BrokerURL, redact
+
+log = logging.getLogger("ackbridge")
+
+#: Waits for the loop beyond connect_timeout (a subscribe may make a few requests).
+_SLACK = 5.0
+
+
+def call_on_loop(loop: asyncio.AbstractEventLoop | None, fn: Callable[..., Any], *args: Any) -> None:
+    """Call *fn* on *loop*: at once when already on it (or when there is no loop
+    yet), else scheduled there from this thread (a fault seam called from a test)."""
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if loop is None or running is loop:
+        fn(*args)
+    else:
+        loop.call_soon_threadsafe(fn, *args)
+
+
+def _describe(exc: BaseException) -> str:
+    """*exc* for a log line or an outcome: its type and text, any credentials hidden."""
+    text = redact(str(exc))
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class LoopInner(Protocol):
+    """What :class:`LoopThreadTransport` needs of the async transport beyond its contract."""
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None: ...
+
+    def prepare(self, destination: str, message: OutboundMessage) -> tuple[Any, ...]: ...
+
+    async def send_prepared(self, seq: int, *prepared: Any) -> None: ...
+
+
+class LoopThreadTransport(ForwardedFaults, SyncTransport):
+    """Subclass with ``inner_type`` (the plugin's async transport, a :class:`LoopInner`),
+    ``capabilities`` and ``option_specs``."""
+
+    inner_type: ClassVar[type[AsyncTransport]]
+
+    def __init__(self, url: BrokerURL, options: Mapping[str, Any], events: TransportEvents) -> None:
+        super().__init__(url, options, events)
+        self.inner: Any = self.inner_type(url, options, events)
+        self.wrapped = self.inner
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=f"ackbridge-{self.capabilities.broker}-io",
+                                        daemon=True)
+        self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
+        self._queue_lock = threading.Lock()
+        self._draining = False
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.url.redacted} generation={self.generation}>"
+
+    @property
+    def generation(self) -> int:
+        return int(self.inner.generation)
+
+    def _on_io_thread(self) -> bool:
+        return threading.get_ident() == self._thread.ident
+
+    def _run(self, coro: Coroutine[Any, Any, Any], timeout: float | None = None) -> Any:
+        """Run *coro* on the loop and wait for it (from the I/O thread: start it and return None)."""
+        if self._closed or not self._thread.is_alive():
+            coro.close()
+            raise ConnectionLostError(f"{self.url.redacted}: not open")
+        if self._on_io_thread():
+            self.inner.spawn(coro)
+            return None
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        wait = timeout or self.settings.connect_timeout + _SLACK
+        try:
+            return future.result(wait)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise ConnectionLostError(f"{self.url.redacted}: no answer from the broker within {wait:.0f} s") from None
+
+    # ---- SyncTransport ------------------------------------------------------------------------
+    def open(self) -> None:
+        self._thread.start()
+        try:
+            self._run(self.inner.open_async(), self.settings.connect_timeout * 2 + _SLACK)
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            if self._on_io_thread():
+                self.inner.spawn(self._close_after_drain())
+                self._closed = True
+                return
+            if self._thread.is_alive():
+                asyncio.run_coroutine_threadsafe(self._close_after_drain(), self.loop).result(
+                    self.settings.connect_timeout + _SLACK)
+        except Exception as exc:
+            log.debug("ackbridge: closing %s: %s", self.url.redacted, _describe(exc))
+        self._closed = True
+        self._stop_loop()
+
+    async def _close_after_drain(self) -> None:
+        await self._drain()
+        await self.inner.close_async()
+
+    def _stop_loop(self) -> None:
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            if not self._on_io_thread():
+                self._thread.join(timeout=10)
+
+    def declare_queue(self, name: str, *, dead_letter: bool = True) -> None:
+        self._run(self.inner.declare_queue_async(name, dead_letter=dead_letter))
+
+    def delete_queue(self, name: str, *, dead_letter: bool = True) -> None:
+        self._run(self.inner.delete_queue_async(name, dead_letter=dead_letter))
+
+    def purge_queue(self, name: str) -> int | None:
+        count = self._run(self.inner.purge_queue_async(name))
+        return None if count is None else int(count)
+
+    def inspect_queue(self, name: str) -> QueueInfo:
+        info = self._run(self.inner.inspect_queue_async(name))
+        if info is None:
+            raise ConnectionLostError("a queue cannot be inspected from the connection's own I/O thread")
+        return info  # type: ignore[no-any-return]
+
+    def subscribe(self, subscription: str, source: str, *, prefetch: int) -> None:
+        self._run(self.inner.subscribe_async(subscription, source, prefetch=prefetch))
+
+    def unsubscribe(self, subscription: str) -> None:
+        # In call order with settlements: an ack queued before it must leave first
+        # (else the delivery would come back).
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._enqueue(("u", subscription, done))
+        if not self._on_io_thread():
+            done.result(self.settings.connect_timeout + _SLACK)
+
+    def open_reply_inbox(self) -> str:
+        inbox = self._run(self.inner.open_reply_inbox_async())
+        if inbox is None:
+            raise ConnectionLostError("the reply inbox cannot be opened from the connection's own I/O thread")
+        return str(inbox)
+
+    # ---- the hot path: queued, never waited for ------------------------------------------------
+    def settle(self, ops: Sequence[WireSettle]) -> None:
+        check_ops(ops, self.inner.generation)
+        self._enqueue(("s", ops))
+
+    def publish(self, seq: int, destination: str, message: OutboundMessage) -> None:
+        self._enqueue(("p", seq, self.inner.prepare(destination, message)))
+
+    def _enqueue(self, item: tuple[Any, ...]) -> None:
+        with self._queue_lock:
+            self._queue.append(item)
+            if self._draining:
+                return
+            self._draining = True
+        self.loop.call_soon_threadsafe(self._start_drain)
+
+    def _start_drain(self) -> None:
+        self.inner.spawn(self._drain())
+
+    async def _drain(self) -> None:
+        queue = self._queue
+        while True:
+            with self._queue_lock:
+                if not queue:
+                    self._draining = False
+                    return
+                item = queue.popleft()
+            kind = item[0]
+            try:
+                if kind == "s":
+                    await self.inner.settle_async(item[1])
+                elif kind == "u":
+                    try:
+                        await self.inner.unsubscribe_async(item[1])
+                    finally:
+                        item[2].set_result(None)
+                else:
+                    await self.inner.send_prepared(item[1], *item[2])
+            except StaleDeliveryError:
+                pass  # lost the race with a loss: dropped, the broker delivers it again
+            except Exception as exc:
+                what = {"s": "settle", "u": "unsubscribe"}.get(kind, "publish")
+                log.warning("ackbridge: %s failed on the I/O thread of %s: %s", what, self.url.redacted,
+                            _describe(exc))
+                if kind == "p":
+                    self.events.confirm(item[1], unknown(f"not sent: {_describe(exc)}"))

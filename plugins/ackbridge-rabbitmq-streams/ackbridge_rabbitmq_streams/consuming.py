@@ -1,0 +1,164 @@
+"""One consumer of one stream: chunks in, deliveries out, acks -> the stored offset.
+
+The broker sends a subscription whole chunks, one per credit. The records of
+a chunk wait here and are handed to the core only while fewer than
+``prefetch`` deliveries are unsettled, so prefetch bounds deliveries exactly
+whatever the chunk size; the next chunk is asked for (one credit) when the
+records here run out.
+
+A log cannot take one message back: an ack marks a delivery done, and once
+every delivery up to it is done the consumer's offset is stored on the broker
+(StoreOffset under its reference: the last offset processed, as RabbitMQ's
+clients store it). A new subscription (a reconnect, or a new consumer with
+the same reference) starts after the stored offset, so what was delivered but
+not acked is delivered again, flagged redelivered where this transport saw it
+before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+from rstream import exceptions as rx
+from rstream.client import Client
+
+from ackbridge.errors import UnsupportedVerbError
+from ackbridge.messages import InboundMessage, WireSettle, WireVerb
+from ackbridge_rabbitmq_streams import codec
+from ackbridge_rabbitmq_streams.chunks import ChunkSubscription, SubscriptionIds, offset_spec, records
+
+log = logging.getLogger("ackbridge.rabbitmq_streams")
+
+
+class StreamConsumer:
+    """Runs on the transport's loop; ``deliver`` is the core's event for this subscription."""
+
+    def __init__(self, subscription: str, stream: str, *, prefetch: int, reference: str, initial: str | int,
+                 deliver: Callable[[str, InboundMessage], None]) -> None:
+        self.subscription = subscription
+        self.stream = stream
+        self.prefetch = prefetch
+        self.reference = reference
+        self.initial = initial
+        self._deliver = deliver
+        self.generation = 0
+        self.client: Client | None = None
+        self.sub: ChunkSubscription | None = None
+        self._buffer: collections.deque[tuple[int, bytes]] = collections.deque()
+        #: Delivered on this generation and not stored past yet: offset -> acked, in offset order.
+        self._open: dict[int, bool] = {}
+        self._unsettled = 0
+        #: Where the next subscription starts when the broker holds no offset for the reference.
+        self.resume_at: int | None = None
+        self._skip_below = 0
+        self._highest_delivered = -1
+        self._credit_out = 0
+        self._pump: asyncio.Task[None] | None = None
+        self._handing_out = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self, client: Client, ids: SubscriptionIds, generation: int) -> None:
+        """Subscribe on *client* for *generation*, after the offset stored for the reference."""
+        self.client, self.generation = client, generation
+        self._buffer.clear()
+        self._open.clear()
+        self._unsettled = 0
+        start: str | int = self.initial
+        try:
+            start = int(await client.query_offset(self.stream, self.reference)) + 1
+        except rx.OffsetNotFound:
+            if self.resume_at is not None:
+                start = self.resume_at
+        self._skip_below = start if isinstance(start, int) else 0
+        self.sub = await ChunkSubscription.open(client, ids, self.stream, offset_spec(start), credit=1)
+        self._credit_out = 1
+        self._pump = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        assert self.sub is not None
+        sub = self.sub
+        while True:
+            chunk = await sub.chunks.get()
+            self._credit_out -= 1
+            for offset, data in records(chunk):
+                if offset >= self._skip_below:
+                    self._buffer.append((offset, data))
+            self.hand_out()
+
+    def hand_out(self) -> None:
+        """Deliver buffered records while the prefetch allows; ask for a chunk when none is left."""
+        if self._handing_out:
+            return  # called again from inside deliver (a handler acking): the loop below goes on
+        self._handing_out = True
+        try:
+            while self._buffer and self._unsettled < self.prefetch and self.sub is not None:
+                offset, data = self._buffer.popleft()
+                if self.resume_at is None:
+                    self.resume_at = offset
+                message = codec.decode(data, source=self.stream, offset=offset, wire_tag=offset,
+                                       generation=self.generation, redelivered=offset <= self._highest_delivered)
+                self._highest_delivered = max(self._highest_delivered, offset)
+                self._open[offset] = False
+                self._unsettled += 1
+                self._deliver(self.subscription, message)
+        finally:
+            self._handing_out = False
+        if not self._buffer and self._credit_out == 0 and self.sub is not None:
+            self._credit_out = 1
+            self._spawn(self.sub.credit(1))
+
+    async def settle(self, ops: Sequence[WireSettle]) -> None:
+        """Apply acks of the live generation (the caller checked it); store the new offset."""
+        for op in ops:
+            if op.verb is not WireVerb.ACK:
+                raise UnsupportedVerbError("rabbitmq-streams", op.verb.value, "one message of a log cannot be "
+                                           "put back or dead-lettered")
+            tag = int(op.wire_tag)  # type: ignore[call-overload]
+            targets = [o for o in self._open if o <= tag] if op.multiple else [tag]
+            for offset in targets:
+                if self._open.get(offset) is False:
+                    self._open[offset] = True
+                    self._unsettled -= 1
+        last = None
+        for offset, acked in list(self._open.items()):
+            if not acked:
+                break
+            del self._open[offset]
+            last = offset
+        if last is not None:
+            self.resume_at = last + 1
+            if self.client is not None and self.client.is_connection_alive():
+                await self.client.store_offset(self.stream, self.reference, last)
+        self.hand_out()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def stop(self) -> None:
+        """End this generation's subscription (unsubscribe if the connection lives)."""
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        pump, self._pump = self._pump, None
+        if pump is not None:
+            pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await pump
+        sub, self.sub = self.sub, None
+        if sub is not None:
+            await sub.close()
+        self._buffer.clear()
+
+    def lost(self) -> None:
+        """The connection went: forget the subscription without talking to the broker."""
+        if self._pump is not None:
+            self._pump.cancel()
+            self._pump = None
+        self.sub = None
+        self._buffer.clear()

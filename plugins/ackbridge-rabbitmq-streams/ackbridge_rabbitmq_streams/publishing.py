@@ -1,0 +1,144 @@
+"""Publishes on one connection: a publisher per stream, publishing ids, confirms.
+
+The stream protocol confirms each publishing id (PublishConfirm) or refuses
+it with a response code (PublishError); a publisher must be declared on its
+stream first, and declaring one on a missing stream is refused, which is
+reported as the publish's refusal. With ``publisher_name`` the publisher is
+named: the broker drops any publishing id at or below the highest it stored
+for that name (confirming it without storing it again), and numbering goes
+on from that highest id (QueryPublisherSequence) on every new connection.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from rstream import exceptions as rx
+from rstream import schema
+from rstream.client import Client
+
+from ackbridge.messages import ConfirmOutcome, ConfirmStatus, refused, unknown
+from ackbridge_rabbitmq_streams.errors import describe
+
+log = logging.getLogger("ackbridge.rabbitmq_streams")
+
+#: Room the Publish frame needs besides the record (command, ids, lengths).
+_FRAME_OVERHEAD = 64
+_HANDLER = "ackbridge-publishes"
+_MAX_PUBLISHERS = 256
+
+
+def _code_name(code: int) -> str:
+    return rx.ServerError.from_code(code).__name__ if code else "error"
+
+
+class StreamPublishers:
+    """Publisher ids, publishing ids and pending confirms of one connection (generation)."""
+
+    def __init__(self, confirm: Callable[[int, ConfirmOutcome], None], name: str | None, frame_max: int) -> None:
+        self._confirm = confirm
+        self.name = name
+        self.frame_max = frame_max
+        self.client: Client | None = None
+        self._by_stream: dict[str, int] = {}
+        self._next_id: dict[int, int] = {}
+        self._pending: dict[tuple[int, int], tuple[int, str, str | None]] = {}
+        #: Named publisher only: (stream, message id) -> publishing id of a publish whose
+        #: outcome a lost connection left unknown.
+        self._unresolved: dict[tuple[str, str], int] = {}
+        #: The highest publishing id the broker had stored per stream when this connection declared it.
+        self._stored: dict[str, int] = {}
+
+    def start(self, client: Client) -> None:
+        self.client = client
+        self._by_stream.clear()
+        self._next_id.clear()
+        client.add_handler(schema.PublishConfirm, self._on_confirm, name=_HANDLER)
+        client.add_handler(schema.PublishError, self._on_error, name=_HANDLER)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    async def _publisher(self, client: Client, stream: str) -> int:
+        found = self._by_stream.get(stream)
+        if found is not None:
+            return found
+        if len(self._by_stream) >= _MAX_PUBLISHERS:
+            raise rx.MaxPublishersPerInstance("256 streams published to on one connection")
+        used = set(self._by_stream.values())
+        publisher_id = next(i for i in range(_MAX_PUBLISHERS) if i not in used)
+        await client.declare_publisher(stream, self.name, publisher_id)
+        last = await client.query_publisher_sequence(stream, self.name) if self.name else 0
+        self._by_stream[stream] = publisher_id
+        self._stored[stream] = int(last)
+        self._next_id[publisher_id] = int(last) + 1
+        return publisher_id
+
+    async def publish(self, seq: int, stream: str, data: bytes, message_id: str | None = None) -> None:
+        """Send; the outcome arrives through the confirm callback (refusals found here too)."""
+        client = self.client
+        if client is None or not client.is_connection_alive():
+            self._confirm(seq, unknown("not sent: the connection is down"))
+            return
+        if len(data) + _FRAME_OVERHEAD > self.frame_max:
+            self._confirm(seq, refused(f"the record is {len(data)} bytes, above the connection's frame size "
+                                       f"({self.frame_max}); not sent"))
+            return
+        try:
+            publisher_id = await self._publisher(client, stream)
+        except rx.ServerError as exc:
+            self._confirm(seq, refused(f"cannot publish to stream {stream!r}: the broker answered "
+                                       f"{type(exc).__name__}"))
+            return
+        except Exception as exc:
+            self._confirm(seq, unknown(f"not sent: {describe(exc)}"))
+            return
+        earlier = self._unresolved.pop((stream, message_id), None) if message_id is not None else None
+        if earlier is not None and earlier <= self._stored[stream]:
+            # A retransmit of a publish the broker stored before the connection was lost: its
+            # named publisher's sequence has passed that publishing id, so it is not sent again.
+            self._confirm(seq, ConfirmOutcome(ConfirmStatus.CONFIRMED, f"duplicate: publishing id {earlier} of "
+                                              f"publisher {self.name!r} was stored before the connection was lost"))
+            return
+        publishing_id = self._next_id[publisher_id]
+        self._next_id[publisher_id] = publishing_id + 1
+        self._pending[(publisher_id, publishing_id)] = (seq, stream, message_id)
+        await client.publish([schema.Message(publishing_id=publishing_id, filter_value=None, data=data)],
+                             publisher_id)
+
+    def _on_confirm(self, frame: schema.PublishConfirm) -> None:
+        for publishing_id in frame.publishing_ids:
+            found = self._pending.pop((frame.publisher_id, publishing_id), None)
+            if found is not None:
+                self._confirm(found[0], ConfirmOutcome(ConfirmStatus.CONFIRMED))
+
+    def _on_error(self, frame: schema.PublishError) -> None:
+        for error in frame.errors:
+            found = self._pending.pop((frame.publisher_id, error.publishing_id), None)
+            if found is not None:
+                self._confirm(found[0], refused(f"the broker refused it ({_code_name(error.response_code)}, "
+                                           f"code {error.response_code})"))
+
+    def lost(self, reason: str) -> None:
+        """The connection went: every pending publish is unknown (stored or not, nobody can say
+        yet). A named publisher remembers their publishing ids by message id: a retransmit
+        of one the broker turns out to hold (its sequence passed it) is confirmed unsent."""
+        pending, self._pending = self._pending, {}
+        self._by_stream.clear()
+        self.client = None
+        for (_publisher_id, publishing_id), (seq, stream, message_id) in pending.items():
+            if self.name is not None and message_id is not None:
+                self._unresolved[(stream, message_id)] = publishing_id
+            self._confirm(seq, unknown(f"{reason}; no confirm arrived before the connection was lost"))
+
+    async def close(self, client: Client) -> None:
+        for publisher_id in list(self._by_stream.values()):
+            try:
+                await client.delete_publisher(publisher_id)
+            except Exception as exc:
+                log.debug("ackbridge-rabbitmq-streams: delete publisher: %s", describe(exc))
+        self._by_stream.clear()
+        client.remove_handler(schema.PublishConfirm, name=_HANDLER)
+        client.remove_handler(schema.PublishError, name=_HANDLER)

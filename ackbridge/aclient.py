@@ -9,19 +9,21 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Unpack
 
 from ackbridge import engine
+from ackbridge import handles as handles_mod
 from ackbridge import labels as labels_mod
 from ackbridge._base import ConnectionBase, DeliveryBase, EventRouter
 from ackbridge.async_consumer import AsyncConsumer, AsyncDelivery, AsyncHandler
 from ackbridge.async_publisher import AsyncConfirm, AsyncPublisher, _AsyncAckWaiter
 from ackbridge.capabilities import Topology
+from ackbridge.engine import BatchResult
 from ackbridge.errors import AckbridgeError
 from ackbridge.keywords import ConsumeOptions, PublisherOptions
 from ackbridge.labels import LabelAck
-from ackbridge.messages import ConfirmOutcome, InboundMessage, QueueInfo
+from ackbridge.messages import ConfirmOutcome, InboundMessage, QueueInfo, WireVerb
 from ackbridge.publishing import PublishOptions
 from ackbridge.transport import AsyncTransport
 from ackbridge.urls import BrokerURL
@@ -86,10 +88,15 @@ class AsyncConnection(ConnectionBase):
         await self._transport.open_async()
         return self
 
-    async def close(self) -> None:
-        """Close every consumer, flush every publisher (up to 5 s), close the transport."""
+    async def close(self, *, leave_unsettled: bool = False) -> None:
+        """See :meth:`ackbridge.Connection.close`."""
         if self._closed:
             return
+        if leave_unsettled:
+            self.capabilities.require_connection_free_acks()
+            await self._transport.leave_unsettled_async()
+            for consumer in list(self._consumers.values()):
+                await consumer._release_untaken()
         for consumer in list(self._consumers.values()):
             await consumer.close()
         for publisher in {id(p): p for p in self._publishers.values()}.values():
@@ -149,6 +156,13 @@ class AsyncConnection(ConnectionBase):
         if self._default_publisher is None:
             return True
         return await self._default_publisher.flush(timeout)
+
+    async def settle_handles(self, handles: Iterable[str], verb: WireVerb = WireVerb.ACK) -> BatchResult:
+        """See :meth:`ackbridge.Connection.settle_handles`."""
+        unique, result = handles_mod.plan_settle(self.capabilities, handles, verb)
+        if unique:
+            await self._transport.settle_handles_async(unique, verb)
+        return result
 
     # ---- transport events (any thread), through _AsyncEvents ------------------------
     def _on_loop(self, fn: Callable[..., None], *args: Any) -> None:

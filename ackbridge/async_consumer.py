@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ackbridge import handles
 from ackbridge._base import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed, settle_failed
 from ackbridge.engine import BatchResult
 from ackbridge.errors import AckbridgeError, ConfigurationError, SettlementError
@@ -54,6 +55,11 @@ class AsyncDelivery(DeliveryBase):
     async def acknowledge(self, label: str, status: int = 200, payload: Any = None) -> AsyncConfirm:
         """See :meth:`ackbridge.Delivery.acknowledge`."""
         return await self._consumer._connection.issue_ack(self, label, status, payload)
+
+    @property
+    def ack_handle(self) -> str:
+        """See :attr:`ackbridge.Delivery.ack_handle`."""
+        return handles.handle_of(self._consumer._connection.capabilities, self._record.message)
 
     @contextlib.asynccontextmanager
     async def process(self, *, requeue: bool = False) -> AsyncIterator[AsyncDelivery]:
@@ -165,6 +171,14 @@ class AsyncConsumer(ConsumerBase):
         # The handler runner sees the closed flag and ends by itself (close() may be
         # awaited from inside the handler, so it is never awaited here).
         await self._connection._drop_consumer(self)
+
+    async def _release_untaken(self) -> None:
+        """``close(leave_unsettled=True)``: requeue what was received and never handed out."""
+        async with self._send_lock:
+            try:
+                await self._send(handles.release_untaken(self._ledger, self._ready))
+            except AckbridgeError:
+                pass  # the connection is gone: the broker redelivers them
 
     async def __aenter__(self) -> AsyncConsumer:
         return self

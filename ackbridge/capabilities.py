@@ -107,6 +107,9 @@ class ConfirmDurability:
 
 NOT_DECLARED = ConfirmDurability(Durability.NOT_TOLD, "the plugin does not declare it")
 
+#: What a plugin that declares no ``connection_free_acks`` gets.
+BOUND_TO_CONNECTION = Support(Level.UNSUPPORTED, "a delivery is settled only on the connection that received it")
+
 
 @dataclass(frozen=True)
 class Capabilities:
@@ -121,6 +124,9 @@ class Capabilities:
     ``confirm_durability`` says what a confirmed publish has survived on this
     broker (on disk, replicated, in memory until the next save...); a plugin
     written before it existed declares nothing and shows "not told".
+    ``connection_free_acks`` says whether a delivery can be settled by its ack
+    handle (``delivery.ack_handle``) from any connection, not only the one that
+    received it (:mod:`ackbridge.handles`); unsupported unless declared.
     """
 
     broker: str
@@ -130,6 +136,7 @@ class Capabilities:
     max_prefetch: int | None = None
     topology: Mapping[Topology, Support] = field(default_factory=dict)
     confirm_durability: ConfirmDurability = NOT_DECLARED
+    connection_free_acks: Support = BOUND_TO_CONNECTION
 
     def __post_init__(self) -> None:
         missing = [v.value for v in Verb if v not in self.verbs]
@@ -166,6 +173,13 @@ class Capabilities:
             raise UnsupportedVerbError(self.broker, verb.value, found.how)
         return found
 
+    def require_connection_free_acks(self) -> Support:
+        """The ``connection_free_acks`` support, or raise UnsupportedVerbError."""
+        found = self.connection_free_acks
+        if not found.available:
+            raise UnsupportedVerbError(self.broker, "settle by ack handle (connection-free acks)", found.how)
+        return found
+
     def rows(self) -> Iterator[tuple[str, str, str]]:
         """(verb, level, how) for every settlement verb."""
         for verb in Verb:
@@ -175,6 +189,10 @@ class Capabilities:
     def durability_row(self) -> tuple[str, str, str]:
         """("confirmed means", level, how): the row the capability table shows for it."""
         return "confirmed means", self.confirm_durability.level.value, self.confirm_durability.how
+
+    def handle_row(self) -> tuple[str, str, str]:
+        """("connection-free acks", level, how): the row the capability table shows for it."""
+        return "connection-free acks", self.connection_free_acks.level.value, self.connection_free_acks.how
 
     def topology_rows(self) -> Iterator[tuple[str, str, str]]:
         """(verb, level, how) for every topology verb."""

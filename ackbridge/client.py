@@ -7,17 +7,19 @@ thread. Transport events arrive on the transport's own thread(s).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Unpack
 
 from ackbridge import engine
+from ackbridge import handles as handles_mod
 from ackbridge import labels as labels_mod
 from ackbridge._base import ConnectionBase, DeliveryBase, EventRouter
 from ackbridge.capabilities import Topology
+from ackbridge.engine import BatchResult
 from ackbridge.errors import AckbridgeError
 from ackbridge.keywords import ConsumeOptions, PublisherOptions
 from ackbridge.labels import LabelAck
-from ackbridge.messages import InboundMessage, QueueInfo
+from ackbridge.messages import InboundMessage, QueueInfo, WireVerb
 from ackbridge.publishing import PublishOptions
 from ackbridge.sync_consumer import Consumer, Delivery, Handler
 from ackbridge.sync_publisher import Confirm, Publisher, _AckWaiter
@@ -67,10 +69,22 @@ class Connection(ConnectionBase):
         self._transport.open()
         return self
 
-    def close(self) -> None:
-        """Close every consumer, flush every publisher (up to 5 s), close the transport."""
+    def close(self, *, leave_unsettled: bool = False) -> None:
+        """Close every consumer, flush every publisher (up to 5 s), close the transport.
+
+        Undecided deliveries return to the broker. With ``leave_unsettled=True``
+        (brokers with connection-free acks only, else UnsupportedVerbError before
+        anything is closed) the deliveries the application took are left to the
+        broker instead, for another connection to settle by handle
+        (:meth:`settle_handles`) or the broker to redeliver after its own timeout;
+        what was received and never handed out is still requeued."""
         if self._closed:
             return
+        if leave_unsettled:
+            self.capabilities.require_connection_free_acks()
+            self._transport.leave_unsettled()
+            for consumer in list(self._consumers.values()):
+                consumer._release_untaken()
         for consumer in list(self._consumers.values()):
             consumer.close()
         for publisher in {id(p): p for p in self._publishers.values()}.values():
@@ -159,6 +173,18 @@ class Connection(ConnectionBase):
         if self._default_publisher is None:
             return True
         return self._default_publisher.flush(timeout)
+
+    def settle_handles(self, handles: Iterable[str], verb: WireVerb = WireVerb.ACK) -> BatchResult:
+        """Settle deliveries by their ack handles (``delivery.ack_handle``), whichever
+        connection received them; returns once the settlements are flushed to the
+        broker. ``verb``: ack, or requeue where the broker requeues natively. A handle
+        given twice is settled once (counted in ``refused``). Raises
+        UnsupportedVerbError before anything is sent on a broker whose acks are bound
+        to the receiving connection (see :mod:`ackbridge.handles`)."""
+        unique, result = handles_mod.plan_settle(self.capabilities, handles, verb)
+        if unique:
+            self._transport.settle_handles(unique, verb)
+        return result
 
     # ---- internals -------------------------------------------------------------
     def _drop_consumer(self, consumer: Consumer) -> None:

@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Protocol
 
 from ackbridge.errors import ConnectionLostError, StaleDeliveryError
 from ackbridge.generations import check_ops
-from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, unknown
+from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, unknown
 from ackbridge.transport import AsyncTransport, ForwardedFaults, SyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL, redact
 
@@ -177,6 +177,14 @@ class LoopThreadTransport(ForwardedFaults, SyncTransport):
         self._enqueue(("u", subscription, done))
         if not self._on_io_thread():
             done.result(self.settings.connect_timeout + _SLACK)
+
+    def settle_handles(self, handles: Sequence[str], verb: WireVerb) -> None:
+        if self._on_io_thread():
+            raise ConnectionLostError("settle_handles() waits for the broker: not from the connection's own I/O thread")
+        self._run(self.inner.settle_handles_async(handles, verb))
+
+    def leave_unsettled(self) -> None:
+        self._run(self.inner.leave_unsettled_async())
 
     def open_reply_inbox(self) -> str:
         inbox = self._run(self.inner.open_reply_inbox_async())

@@ -9,6 +9,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ackbridge import handles
 from ackbridge._base import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed, settle_failed
 from ackbridge.engine import BatchResult
 from ackbridge.errors import AckbridgeError, ConfigurationError, SettlementError
@@ -69,6 +70,13 @@ class Delivery(DeliveryBase):
     def acknowledge(self, label: str, status: int = 200, payload: Any = None) -> Confirm:
         """Issue a labelled acknowledgement this message's publisher requested."""
         return self._consumer._connection.issue_ack(self, label, status, payload)
+
+    @property
+    def ack_handle(self) -> str:
+        """This delivery's ack handle, which any connection to the broker may settle
+        (``Connection.settle_handles``); UnsupportedVerbError where acks are bound to
+        the receiving connection (see :mod:`ackbridge.handles`)."""
+        return handles.handle_of(self._consumer._connection.capabilities, self._record.message)
 
 
 class Consumer(ConsumerBase):
@@ -187,6 +195,15 @@ class Consumer(ConsumerBase):
                              daemon=True).start()
             return
         self._finish_close()
+
+    def _release_untaken(self) -> None:
+        """``close(leave_unsettled=True)``: requeue what was received and never handed out."""
+        with self._lock:
+            self._queue(handles.release_untaken(self._ledger, self._ready))
+        try:
+            self._push()
+        except AckbridgeError:
+            pass  # the connection is gone: the broker redelivers them
 
     def _finish_close(self) -> None:
         try:

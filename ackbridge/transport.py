@@ -8,9 +8,10 @@ may serve both and a test fake can too:
 
 * :class:`SyncTransport`: ``open``, ``close``, ``declare_queue``,
   ``subscribe``, ``unsubscribe``, ``settle``, ``publish`` (and optionally
-  ``open_reply_inbox`` and the topology verbs ``delete_queue``,
+  ``open_reply_inbox``, the topology verbs ``delete_queue``,
   ``purge_queue``, ``inspect_queue``, each declared in
-  ``Capabilities.topology``). Called from any thread.
+  ``Capabilities.topology``, and ``settle_handles`` / ``leave_unsettled``,
+  declared by ``Capabilities.connection_free_acks``). Called from any thread.
 * :class:`AsyncTransport`: the same operations as coroutines named
   ``open_async`` ... ``publish_async``, called on the event loop.
 
@@ -42,6 +43,13 @@ Contract, in short:
   it must not wait for that thread then.
 * ``publish`` does not wait for the confirm: it reports it later, exactly once
   per ``seq``, through ``events.confirm(seq, outcome)``.
+* ``settle_handles(handles, verb)`` (connection-free acks only) puts one
+  settlement per handle on the wire and returns once they are flushed to the
+  broker; the core has checked the verb and removed repeats
+  (:mod:`ackbridge.handles`). ``leave_unsettled()`` makes the following
+  unsubscribes and close leave every delivery the application took to the
+  broker (no release): another connection settles them by handle, or the
+  broker redelivers them after its own timeout.
 * Reconnecting transports wait between attempts with
   :class:`ackbridge.backoff.Backoff`; shared connection options arrive
   resolved (:class:`ackbridge.options.ConnectionSettings`).
@@ -56,7 +64,7 @@ from typing import Any, ClassVar, Protocol
 
 from ackbridge.capabilities import Capabilities
 from ackbridge.errors import AckbridgeError, UnsupportedVerbError
-from ackbridge.messages import ConfirmOutcome, InboundMessage, OutboundMessage, QueueInfo, WireSettle
+from ackbridge.messages import ConfirmOutcome, InboundMessage, OutboundMessage, QueueInfo, WireSettle, WireVerb
 from ackbridge.options import ConnectionSettings, OptionSpec
 from ackbridge.urls import BrokerURL
 
@@ -145,6 +153,15 @@ class SyncTransport(TransportBase, abc.ABC):
         """Start receiving replies (to ``events.reply``); return their address."""
         raise UnsupportedVerbError(self.capabilities.broker, "acknowledgement requests", "no reply inbox")
 
+    # ---- connection-free acks: optional, declared in Capabilities.connection_free_acks ----
+    def settle_handles(self, handles: Sequence[str], verb: WireVerb) -> None:
+        """Settle each delivery named by an ack handle, from this connection; return once flushed."""
+        raise UnsupportedVerbError(self.capabilities.broker, "settle by ack handle", "not offered by this plugin")
+
+    def leave_unsettled(self) -> None:
+        """From now on, unsubscribe and close release nothing the application took."""
+        raise UnsupportedVerbError(self.capabilities.broker, "leave unsettled", "not offered by this plugin")
+
     # ---- topology: optional, each declared in Capabilities.topology ----------------------
     def delete_queue(self, name: str, *, dead_letter: bool = True) -> None:
         """Delete queue *name* and its messages (and its dead-letter companion with *dead_letter*).
@@ -188,6 +205,14 @@ class AsyncTransport(TransportBase, abc.ABC):
         """Start receiving replies (to ``events.reply``); return their address."""
         raise UnsupportedVerbError(self.capabilities.broker, "acknowledgement requests", "no reply inbox")
 
+    async def settle_handles_async(self, handles: Sequence[str], verb: WireVerb) -> None:
+        """See :meth:`SyncTransport.settle_handles`."""
+        raise UnsupportedVerbError(self.capabilities.broker, "settle by ack handle", "not offered by this plugin")
+
+    async def leave_unsettled_async(self) -> None:
+        """See :meth:`SyncTransport.leave_unsettled`."""
+        raise UnsupportedVerbError(self.capabilities.broker, "leave unsettled", "not offered by this plugin")
+
     async def delete_queue_async(self, name: str, *, dead_letter: bool = True) -> None:
         """See :meth:`SyncTransport.delete_queue`."""
         raise UnsupportedVerbError(self.capabilities.broker, "delete queue", "not offered by this plugin")
@@ -202,7 +227,7 @@ class AsyncTransport(TransportBase, abc.ABC):
 
 
 SYNC_METHODS = ("open", "close", "declare_queue", "subscribe", "unsubscribe", "settle", "publish", "open_reply_inbox",
-                "delete_queue", "purge_queue", "inspect_queue")
+                "delete_queue", "purge_queue", "inspect_queue", "settle_handles", "leave_unsettled")
 
 
 class ForwardedFaults:
@@ -273,6 +298,12 @@ class ThreadedAsyncTransport(ForwardedFaults, AsyncTransport):
 
     async def open_reply_inbox_async(self) -> str:
         return await asyncio.to_thread(self.sync.open_reply_inbox)
+
+    async def settle_handles_async(self, handles: Sequence[str], verb: WireVerb) -> None:
+        await asyncio.to_thread(self.sync.settle_handles, handles, verb)
+
+    async def leave_unsettled_async(self) -> None:
+        self.sync.leave_unsettled()
 
     async def delete_queue_async(self, name: str, *, dead_letter: bool = True) -> None:
         await asyncio.to_thread(self.sync.delete_queue, name, dead_letter=dead_letter)

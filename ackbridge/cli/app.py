@@ -77,7 +77,9 @@ def plugins(as_json: JsonOpt = False) -> None:
                                       "topology": {v: {"support": lvl, "how": how}
                                                    for v, lvl, how in caps.topology_rows()},
                                       "confirm_durability": {"level": caps.confirm_durability.level.value,
-                                                             "how": caps.confirm_durability.how}}
+                                                             "how": caps.confirm_durability.how},
+                                      "connection_free_acks": {"support": caps.handle_row()[1],
+                                                               "how": caps.handle_row()[2]}}
                                      for caps in (spec.capabilities, *spec.variants)]}
                          for spec in reg.specs()],
         })
@@ -99,6 +101,7 @@ def plugins(as_json: JsonOpt = False) -> None:
                 colour = {"native": "green", "emulated": "yellow", "unsupported": "red"}[level]
                 verbs.add_row(verb, f"[{colour}]{level}[/{colour}]", how)
             verbs.add_row(*caps.durability_row())  # what a confirm has survived on this broker
+            verbs.add_row(*caps.handle_row())  # whether any connection may settle a delivery by its handle
             console.print(verbs)
             for note in caps.notes:
                 console.print(f"  note: {note}")

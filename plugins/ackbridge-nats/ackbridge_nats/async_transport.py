@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
@@ -22,7 +23,7 @@ from nats.aio.msg import Msg
 from ackbridge.errors import InvalidOptionError
 from ackbridge.generations import check_ops, stale_error
 from ackbridge.loop_thread import call_on_loop
-from ackbridge.messages import OutboundMessage, WireSettle, WireVerb, refused, unknown
+from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, refused, unknown
 from ackbridge.transport import AsyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL
 from ackbridge_nats import codec, queues
@@ -54,6 +55,8 @@ class NatsAsyncTransport(AsyncTransport):
         self.reply_inbox: str | None = None
         #: Deliveries of closed consumers not released yet (the connection was down): on the next one.
         self.unreleased: list[str] = []
+        #: close(leave_unsettled=True): consumers stop without releasing what the application took.
+        self.leaving = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping: set[asyncio.Task[None]] = set()
         self._held_publishes: list[tuple[int, int, str, bytes, dict[str, str] | None]] | None = None
@@ -104,15 +107,17 @@ class NatsAsyncTransport(AsyncTransport):
     async def close_async(self) -> None:
         if self._stopping:
             await asyncio.gather(*self._stopping, return_exceptions=True)
-        if self.unreleased or any(sub.outstanding for sub in self.subs.values()):
+        if self.leaving:
+            self.unreleased = []  # left to the broker with the rest
+        elif self.unreleased or any(sub.outstanding for sub in self.subs.values()):
             # Deliveries of a lost generation are released by the reconnect: let one under way finish,
             # or they come back only after ack_wait.
             await self.link.wait_reconnected(self.settings.connect_timeout)
         subs = list(self.subs.values())
         self.subs.clear()
         # Only a consumer holding deliveries needs its pull requests to end before it releases them.
-        for left in await asyncio.gather(*(sub.stop(wait=bool(sub.outstanding)) for sub in subs),
-                                         return_exceptions=True):
+        for left in await asyncio.gather(*(sub.stop(wait=bool(sub.outstanding) or self.leaving, leave=self.leaving)
+                                           for sub in subs), return_exceptions=True):
             if isinstance(left, list):
                 self.unreleased.extend(left)
         if self.unreleased:
@@ -139,7 +144,8 @@ class NatsAsyncTransport(AsyncTransport):
         client = self.link.require(doing)
         try:
             stream = await queues.find_stream(client, source)
-            await queues.ensure_consumer(client, stream, source, self.nats, max_ack_pending=prefetch)
+            await queues.ensure_consumer(client, stream, source, self.nats,
+                                         max_ack_pending=self.nats.max_ack_pending or prefetch)
             sub = PullSubscription(subscription, source, stream, self.nats.durable, prefetch,
                                    self.nats.pull_expires, self.events.deliver)
             self.subs[subscription] = sub
@@ -158,7 +164,7 @@ class NatsAsyncTransport(AsyncTransport):
             task.add_done_callback(self._stopping.discard)
 
     async def _stop(self, sub: PullSubscription) -> None:
-        self.unreleased.extend(await sub.stop())
+        self.unreleased.extend(await sub.stop(leave=self.leaving))
 
     # ---- settling -----------------------------------------------------------------------------
     async def settle_async(self, ops: Sequence[WireSettle]) -> None:
@@ -196,6 +202,34 @@ class NatsAsyncTransport(AsyncTransport):
                                 "redelivers the message after ack_wait if it was lost", describe(result))
         for sub in touched.values():
             await sub.top_up()
+
+    # ---- connection-free acks (the core checked verb and repeats: ackbridge.handles) ----------
+    async def settle_handles_async(self, handles: Sequence[str], verb: WireVerb) -> None:
+        for handle in handles:
+            if not handle.startswith(codec.ACK_PREFIX):
+                raise InvalidOptionError("a NATS ack handle is a delivery's JetStream reply subject "
+                                         f"({codec.ACK_PREFIX}...); nothing was sent")
+        doing = f"settle {len(handles)} deliveries by handle"
+        client = self.link.require(doing)
+        body = ACK if verb is WireVerb.ACK else self._nak
+        try:
+            for handle in handles:
+                await client.publish(handle, body)
+            await client.flush(timeout=max(1, math.ceil(self.settings.connect_timeout)))
+        except Exception as exc:
+            raise nats_error(exc, doing, self.url) from None
+
+    async def leave_unsettled_async(self) -> None:
+        self.leaving = True
+
+    async def inspect_queue_async(self, name: str) -> QueueInfo:
+        check_subject(name, "queue")
+        doing = f"inspect queue {name!r}"
+        client = self.link.require(doing)
+        try:
+            return await queues.inspect(client, name, self.nats)
+        except Exception as exc:
+            raise nats_error(exc, doing, self.url) from None
 
     async def _dead_letter(self, client: Client, op: WireSettle) -> None:
         """reject(): store a copy in the dead-letter subject, then +TERM; -NAK if the copy is not stored."""

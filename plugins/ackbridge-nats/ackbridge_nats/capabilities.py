@@ -7,7 +7,7 @@ only *stops* redelivering a terminated message, it stores it nowhere else).
 
 from __future__ import annotations
 
-from ackbridge.capabilities import Capabilities, ConfirmDurability, Durability, Verb, emulated, native
+from ackbridge.capabilities import Capabilities, ConfirmDurability, Durability, Topology, Verb, emulated, native
 
 #: max_ack_pending is a signed 32-bit field in nats-server's consumer config.
 MAX_ACK_PENDING = 2**31 - 1
@@ -53,4 +53,12 @@ CAPABILITIES = Capabilities(
     ),
     max_prefetch=MAX_ACK_PENDING,
     confirm_durability=DURABILITY,
+    topology={
+        Topology.INSPECT_QUEUE: native("the durable consumer's num_pending (messages) and num_ack_pending "
+                                       "(unacked), the dead-letter stream's message count"),
+    },
+    connection_free_acks=native(
+        "the handle is the delivery's reply subject ($JS.ACK...): +ACK or -NAK published to it from any "
+        "connection settles the delivery while JetStream holds it pending (until ack_wait); a late or "
+        "repeated one acks the same stream sequence or nothing, never another message"),
 )

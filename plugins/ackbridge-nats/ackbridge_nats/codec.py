@@ -36,7 +36,8 @@ DEAD_LETTER_DELIVERIES = "Ackbridge-Dead-Letter-Deliveries"
 _FIELDS = {MSG_ID, TYPES, EXTRA, CORRELATION_ID, REPLY_TO, CONTENT_TYPE, TIMESTAMP}
 #: Headers the server or nats-py add, never the application's.
 _SERVER = {"Status", "Description", "Nats-Expected-Stream"}
-_ACK_PREFIX = "$JS.ACK."
+#: How every JetStream reply subject (a delivery's ack handle) begins.
+ACK_PREFIX = "$JS.ACK."
 
 
 def _check_key(key: object) -> str:
@@ -111,7 +112,7 @@ def ack_metadata(reply: str) -> tuple[str, int, int] | None:
 
     Both layouts: ``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>``
     and the v2 one with domain and account hash before the stream."""
-    if not reply.startswith(_ACK_PREFIX):
+    if not reply.startswith(ACK_PREFIX):
         return None
     tokens = reply.split(".")
     try:

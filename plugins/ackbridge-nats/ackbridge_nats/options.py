@@ -39,6 +39,9 @@ OPTIONS = (
                lambda v: v > 0, "must be > 0"),
     OptionSpec("double_ack", bool, False, "wait for the server to confirm each ack (ack_sync): slower, but an "
                "ack lost on the way is reported instead of redelivered later"),
+    positive_int("max_ack_pending", None, "the durable consumer's max_ack_pending (deliveries handed out and "
+                 "not settled, over every consumer of the durable); unset: each subscribe's prefetch",
+                 nullable=True),
     OptionSpec("pull_expires", float, 1.0, "seconds a pull request waits on the server before it is renewed (a closed "
                "consumer releases its deliveries when its requests end)",
                lambda v: v >= 0.5, "must be >= 0.5"),
@@ -64,6 +67,7 @@ class NatsSettings:
     duplicate_window: float
     double_ack: bool
     pull_expires: float
+    max_ack_pending: int | None
     connection: ConnectionSettings
 
     @classmethod
@@ -93,5 +97,6 @@ class NatsSettings:
             duplicate_window=float(options.get("duplicate_window", 120.0)),
             double_ack=bool(options.get("double_ack", False)),
             pull_expires=float(options.get("pull_expires", 1.0)),
+            max_ack_pending=options.get("max_ack_pending"),
             connection=connection,
         )

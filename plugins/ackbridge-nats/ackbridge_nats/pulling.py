@@ -9,7 +9,10 @@ that expires (status 408) or is cut short (409) hands its unused credit back
 
 The reply subjects of deliveries not yet settled are kept, so that a closed
 consumer or an ended generation can ``-NAK`` them: JetStream then redelivers
-them at once instead of after ``ack_wait``.
+them at once instead of after ``ack_wait``. A consumer stopped with
+``leave=True`` (``close(leave_unsettled=True)``) -NAKs only what arrived after
+it stopped, which nobody saw; what the application took stays pending for
+another connection to settle by its reply subject.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ class PullSubscription:
         self.sub: Subscription | None = None
         #: Reply subjects delivered on this generation and not settled yet.
         self.outstanding: dict[str, None] = {}
+        #: Of those, the ones that arrived after stop() began (never handed to the core).
+        self.after_stop: list[str] = []
         #: Messages asked for by pull requests still open on the server.
         self.requested = 0
         self.closed = False
@@ -64,6 +69,7 @@ class PullSubscription:
         self.client = client
         self.generation = generation
         self.outstanding = {}
+        self.after_stop = []
         self.requested = 0
         self.inbox = client.new_inbox()
         self.sub = await client.subscribe(self.inbox, cb=functools.partial(self._on_msg, self.inbox))
@@ -80,6 +86,7 @@ class PullSubscription:
         self.outstanding[reply] = None
         if self.closed:
             # Sent to a stopping subscription's open pull request: held, -NAKed once the request ends.
+            self.after_stop.append(reply)
             self._check_requests_ended()
             return
         self._deliver(self.name, codec.inbound(msg, self.generation, self.source))
@@ -142,9 +149,10 @@ class PullSubscription:
                 log.debug("ackbridge-nats: could not release a delivery of %s: %s", self.source, describe(exc))
                 return
 
-    async def stop(self, *, wait: bool = True) -> list[str]:
-        """Stop receiving and release (-NAK) every unsettled delivery; return the
-        reply subjects it could not release (connection down) for the next one.
+    async def stop(self, *, wait: bool = True, leave: bool = False) -> list[str]:
+        """Stop receiving and release (-NAK) every unsettled delivery -- with *leave*,
+        only those that arrived after the stop began; return the reply subjects it
+        could not release (connection down) for the next one.
 
         nats-server 2.9 keeps serving a pull request after its inbox is gone, and
         a -NAKed message redelivered into such a request is lost until ack_wait
@@ -160,8 +168,9 @@ class PullSubscription:
                 log.warning("ackbridge-nats: pull requests of %s did not end in time", self.source)
         sub, self.sub = self.sub, None
         client = self.client
-        left = list(self.outstanding)
+        left = list(self.after_stop if leave else self.outstanding)
         self.outstanding.clear()
+        self.after_stop = []
         if client is None or not client.is_connected:
             return left
         if left:

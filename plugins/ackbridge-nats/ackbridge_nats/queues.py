@@ -14,6 +14,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolic
 from nats.js.errors import BadRequestError, NotFoundError
 
 from ackbridge.errors import BrokerError
+from ackbridge.messages import QueueInfo
 from ackbridge_nats.naming import check_subject, dead_letter_subject, stream_name
 from ackbridge_nats.options import NatsSettings
 
@@ -80,3 +81,23 @@ async def ensure_consumer(client: Client, stream: str, subject: str, settings: N
 
 
 _COMPARED = ("ack_policy", "ack_wait", "max_deliver", "filter_subject", "max_ack_pending")
+
+
+async def inspect(client: Client, queue: str, settings: NatsSettings) -> QueueInfo:
+    """What the server holds for *queue*: its durable's not-yet-delivered (``messages``)
+    and delivered-not-acked (``unacked``) counts, and its dead-letter stream's size."""
+    jsm = client.jsm()
+    stream = await find_stream(client, queue)
+    try:
+        consumer = await jsm.consumer_info(stream, settings.durable)
+    except NotFoundError:
+        raise BrokerError(f"queue {queue!r} has no durable consumer {settings.durable!r}: "
+                          f"declare_queue({queue!r}) first", 404) from None
+    dlq: str | None = dead_letter_subject(settings.dead_letter_template, queue)
+    dead: int | None = None
+    try:
+        dead = int((await jsm.stream_info(stream_name(dlq or ""))).state.messages)
+    except NotFoundError:
+        dlq = None  # no dead-letter companion (declared with dead_letter=False)
+    return QueueInfo(queue, messages=int(consumer.num_pending or 0), unacked=int(consumer.num_ack_pending or 0),
+                     consumers=None, dead_letter=dlq, dead_lettered=dead)

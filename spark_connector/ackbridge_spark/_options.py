@@ -29,7 +29,7 @@ OWN_OPTIONS = (
     "url", "queue", "topic", "address", "subscribe", "username", "password", "prefetch", "maxRecordsPerBatch",
     "writeAheadPath", "writeAheadFileMode", "settleOnPlan", "availableNowIdleMs", "dedupeReplayed",
     "failOnDataLoss", "parallelism", "testSeverAfterBatches", "testSeverAfterRows", "testFailAfterRows",
-    "confirmTimeout", "window", "messageIdPrefix",
+    "confirmTimeout", "window", "messageIdPrefix", "fetch",
 )
 _OWN = {name.lower() for name in OWN_OPTIONS}
 #: Options Spark itself puts into a writer's/reader's map: never broker options.

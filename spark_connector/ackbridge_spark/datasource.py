@@ -14,6 +14,7 @@ from ackbridge_spark._schema import SCHEMA
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from ackbridge_spark.fetch_options import FetchOptions
     from ackbridge_spark.log_options import LogSourceOptions
 
 __all__ = ["NAME", "SCHEMA", "AckbridgeDataSource", "register"]
@@ -29,7 +30,10 @@ class AckbridgeDataSource(DataSource):
 
     A URL whose plugin keeps offset logs (RabbitMQ streams) gets the executor-side
     source instead (``minPartitions``, ``startingOffsets``, ``consumerReference``:
-    :mod:`ackbridge_spark.log_options`)."""
+    :mod:`ackbridge_spark.log_options`). ``fetch=executors`` on a broker with
+    connection-free acks (NATS JetStream) gets the executor-fetch source
+    (``minPartitions``, ``fetchIdleMs``, ``fetchTimeoutMs``:
+    :mod:`ackbridge_spark.fetch_options`)."""
 
     @classmethod
     def name(cls) -> str:
@@ -40,9 +44,21 @@ class AckbridgeDataSource(DataSource):
         # before any query starts -- for the source the URL's broker calls for.
         if self._reads_log():
             self._log_options()
+        elif self._fetches_on_executors():
+            self._fetch_options()
         else:
             self._parsed()
         return SCHEMA
+
+    def _fetches_on_executors(self) -> bool:
+        from ackbridge_spark.fetch_options import EXECUTORS, fetch_mode
+
+        return fetch_mode(self.options) == EXECUTORS
+
+    def _fetch_options(self) -> FetchOptions:
+        from ackbridge_spark.fetch_options import parse_fetch
+
+        return parse_fetch(self.options)
 
     def _reads_log(self) -> bool:
         """Whether the URL's plugin keeps offset logs (decided by the registry): the
@@ -58,8 +74,10 @@ class AckbridgeDataSource(DataSource):
         return parse_log(self.options)
 
     def _parsed(self) -> ConnectorOptions:
+        from ackbridge_spark.fetch_options import refuse_fetch_only
         from ackbridge_spark.log_options import refuse_log_only
 
+        refuse_fetch_only(self.options)
         refuse_log_only(self.options)
         return parse(self.options)
 
@@ -75,6 +93,10 @@ class AckbridgeDataSource(DataSource):
             from ackbridge_spark.log_source import LogStreamReader
 
             return LogStreamReader(self._log_options())
+        if self._fetches_on_executors():
+            from ackbridge_spark.fetch_source import FetchStreamReader
+
+            return FetchStreamReader(self._fetch_options())
         parsed = self._parsed()
         if parsed.parallelism > 1:
             from ackbridge_spark.parallel import ParallelStreamReader

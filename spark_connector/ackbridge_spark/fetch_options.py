@@ -113,6 +113,13 @@ def _check_broker(url: str) -> None:
                                  f"(inspect_queue); {caps.broker} does not")
 
 
+def _count(opts: Mapping[str, str], name: str, default: int, *, minimum: int = 1) -> int:
+    try:
+        return _int(opts, name.lower(), default, minimum=minimum)
+    except InvalidOptionError as exc:
+        raise InvalidOptionError(str(exc).replace(repr(name.lower()), repr(name))) from None
+
+
 def parse_fetch(options: Mapping[str, str]) -> FetchOptions:
     """Parse and check the options of a ``fetch=executors`` source."""
     opts = _lower(options)
@@ -123,9 +130,9 @@ def parse_fetch(options: Mapping[str, str]) -> FetchOptions:
     base = parse({k: v for k, v in opts.items() if k not in {n.lower() for n in FETCH_ONLY}})
     parsed = FetchOptions(
         base=base,
-        min_partitions=_int(opts, "minpartitions", 1),
-        fetch_idle_ms=_int(opts, "fetchidlems", 500, minimum=50),
-        fetch_timeout_ms=_int(opts, "fetchtimeoutms", 10_000, minimum=100),
+        min_partitions=_count(opts, "minPartitions", 1),
+        fetch_idle_ms=_count(opts, "fetchIdleMs", 500, minimum=50),
+        fetch_timeout_ms=_count(opts, "fetchTimeoutMs", 10_000, minimum=100),
     )
     if parsed.min_partitions > MAX_TASKS:
         raise InvalidOptionError(f"ackbridge option 'minPartitions' must be <= {MAX_TASKS} with fetch=executors")

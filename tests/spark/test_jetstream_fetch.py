@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import Broker, HarnessBroker, eventually, make_spark, make_broker
+from .helpers import Broker, HarnessBroker, eventually, make_broker, make_spark
 from .test_exactly_once import job, kill, restart_and_check
 
 pytestmark = [pytest.mark.spark, pytest.mark.nats, pytest.mark.timeout(240)]
@@ -118,3 +118,33 @@ def test_driver_sigkill_mid_batch_then_restart_loses_nothing(nats: HarnessBroker
     assert server_holds(nats, queue) == (0, 0)
     # The restarted driver replayed the dead batch from its part files and acked their handles.
     assert not any(folder.exists() for folder in dead)
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ({"url": "local:///tmp/x.db", "fetch": "executors"}, "fetch=executors needs a broker whose acks any connection"),
+    ({"fetch": "executor"}, "'fetch' must be 'driver'"),
+    ({"fetch": "executors", "prefetch": "10"}, "'prefetch' does not apply to fetch=executors"),
+    ({"fetch": "executors", "parallelism": "2"}, "use minPartitions"),
+    ({"fetch": "executors", "minPartitions": "0"}, "'minPartitions' must be >= 1"),
+    ({"fetch": "executors", "ack_wiat": "5"}, "did you mean 'ack_wait'"),
+    ({"fetchIdleMs": "100"}, "is for fetch=executors"),
+])
+def test_options_are_checked_at_load(given: dict[str, str], expected: str) -> None:
+    from ackbridge.errors import InvalidOptionError
+    from ackbridge_spark.datasource import AckbridgeDataSource
+
+    options = {"url": "nats://app:s3cret-Pw@127.0.0.1:4222", "queue": "orders", **given}
+    with pytest.raises(InvalidOptionError, match=expected) as caught:
+        AckbridgeDataSource(options).schema()
+    assert "s3cret-Pw" not in str(caught.value)
+
+
+def test_no_password_in_options_or_tasks() -> None:
+    from ackbridge_spark.fetch_options import parse_fetch
+    from ackbridge_spark.fetch_task import FetchTask
+
+    opts = parse_fetch({"url": "nats://app:s3cret-Pw@127.0.0.1:4222", "queue": "orders", "fetch": "executors",
+                        "minPartitions": "3", "maxRecordsPerBatch": "100"})
+    assert opts.share == 34 and opts.connect_kwargs()["max_ack_pending"] == 200
+    shown = repr(opts) + repr(FetchTask(0, 1, opts.share, "/tmp/f"))
+    assert "s3cret-Pw" not in shown

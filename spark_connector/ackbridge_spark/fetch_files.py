@@ -4,18 +4,21 @@ Under the source's directory (``writeAheadPath``, or a private temporary one
 on a single machine), one folder per planned batch::
 
     batch-00000000000000000007/
-        plan.json          {"tasks": 2}   written by the driver when it plans the batch
-        part-00000.arrow   the rows task 0 fetched (Arrow IPC), written first
-        part-00000.acks    their ack handles, one per line, written second
-        part-00001.arrow
-        part-00001.acks
+        plan.json              {"tasks": 2}   written by the driver when it plans the batch
+        part-00000/rows.arrow  the rows task 0 fetched (Arrow IPC)
+        part-00000/acks        their ack handles, one per line
+        part-00001/...
 
-A part whose ``.acks`` file exists is complete: a retried task (or the task of a
-batch replayed after a driver restart) reads the same rows back instead of
-fetching new ones, so every attempt of a part yields the same rows, and the
-handles the driver acks are exactly those of the rows Spark committed. The
+An attempt writes both files into a folder of its own, then renames it to
+``part-<i>``: the first attempt to finish claims the part (a rename onto an
+existing folder fails), so a part is complete or absent, never half written,
+and two attempts (a retry racing a slow first one, speculation) cannot mix
+their rows and handles. A retried task, or the task of a batch replayed after
+a driver restart, finds the part complete and reads its rows back instead of
+fetching, so every attempt of a part yields the same rows, and the handles
+the driver acks are exactly those of the rows Spark committed. The
 payloads go from the broker to an executor and its file, never through the
-driver; the driver reads the ``.acks`` files only. Files and folders are
+driver; the driver reads the ``acks`` files only. Files and folders are
 private to the user (0600 / 0700) unless ``writeAheadFileMode`` relaxes them.
 """
 
@@ -25,6 +28,7 @@ import contextlib
 import json
 import os
 import shutil
+import uuid
 
 from ackbridge_spark.write_ahead import write_atomically
 
@@ -35,10 +39,14 @@ def batch_dir(directory: str, batch: int) -> str:
     return os.path.join(directory, f"{_PREFIX}{batch:020d}")
 
 
+def part_dir(directory: str, batch: int, index: int) -> str:
+    return os.path.join(batch_dir(directory, batch), f"part-{index:05d}")
+
+
 def part_paths(directory: str, batch: int, index: int) -> tuple[str, str]:
     """(rows file, handles file) of task *index* of *batch*."""
-    base = os.path.join(batch_dir(directory, batch), f"part-{index:05d}")
-    return base + ".arrow", base + ".acks"
+    base = part_dir(directory, batch, index)
+    return os.path.join(base, "rows.arrow"), os.path.join(base, "acks")
 
 
 def plan(directory: str, batch: int, tasks: int, mode: int) -> int:
@@ -60,20 +68,31 @@ def planned_tasks(directory: str, batch: int) -> int | None:
     return None
 
 
-def write_part(directory: str, batch: int, index: int, rows: bytes, handles: list[str], mode: int) -> None:
-    """Rows first, then handles: the handles file marks the part complete."""
-    rows_path, acks_path = part_paths(directory, batch, index)
-    write_atomically(rows_path, rows, mode)
-    write_atomically(acks_path, "".join(h + "\n" for h in handles).encode(), mode)
+def claim_part(directory: str, batch: int, index: int, rows: bytes, handles: list[str], mode: int) -> bool:
+    """Write this attempt's part and claim it; False when another attempt claimed it first."""
+    final = part_dir(directory, batch, index)
+    own = f"{final}.tmp-{uuid.uuid4().hex}"
+    try:
+        write_atomically(os.path.join(own, "rows.arrow"), rows, mode)
+        write_atomically(os.path.join(own, "acks"), "".join(h + "\n" for h in handles).encode(), mode)
+        try:
+            os.rename(own, final)
+        except OSError:
+            if os.path.isdir(final):
+                return False  # claimed by another attempt: its rows are the part's
+            raise
+        return True
+    finally:
+        shutil.rmtree(own, ignore_errors=True)
 
 
 def read_rows(directory: str, batch: int, index: int) -> bytes | None:
-    """The rows of a complete part, or None when the part is not complete."""
-    rows_path, acks_path = part_paths(directory, batch, index)
-    if not os.path.exists(acks_path):
+    """The rows of a complete part, or None when no attempt completed it."""
+    try:
+        with open(part_paths(directory, batch, index)[0], "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
         return None
-    with open(rows_path, "rb") as fh:
-        return fh.read()
 
 
 def read_handles(directory: str, batch: int, index: int) -> list[str] | None:

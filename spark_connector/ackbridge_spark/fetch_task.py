@@ -9,12 +9,15 @@ Runs in Spark's Python workers. A task of batch N, part i:
    pull credit of its share of ``maxRecordsPerBatch``, and takes deliveries
    until it has its share, nothing arrived for ``fetchIdleMs``, or
    ``fetchTimeoutMs`` passed; a delivery beyond its share is requeued at once;
-3. writes the rows, then their ack handles (:mod:`ackbridge_spark.fetch_files`);
-4. closes the connection with ``leave_unsettled=True``: what it took stays
-   pending on the broker (nothing is -NAKed) until the driver acks the handles
-   after Spark committed the batch, or the broker redelivers it after its
-   ack timeout (a failed batch, a dead driver);
-5. yields the rows.
+3. writes the rows and their ack handles, and claims the part
+   (:mod:`ackbridge_spark.fetch_files`: the first attempt to finish wins);
+4. closes the connection: with ``leave_unsettled=True`` when it claimed the
+   part -- what it took stays pending on the broker (nothing is -NAKed) until
+   the driver acks the handles after Spark committed the batch, or the broker
+   redelivers it after its ack timeout (a failed batch, a dead driver) --
+   else plainly, which releases (-NAKs) what it took at once: an attempt that
+   lost the part to another, or failed before claiming it, strands nothing;
+5. yields the part's rows.
 """
 
 from __future__ import annotations
@@ -76,14 +79,15 @@ class _Taker:
             return list(self.taken)
 
 
-def fetch(task: FetchTask, opts: FetchOptions) -> tuple[pa.RecordBatch, list[str]]:
-    """Fetch this task's deliveries; (their rows, their ack handles). The connection is
-    closed leaving them pending on the broker."""
+def fetch_and_claim(task: FetchTask, opts: FetchOptions) -> bytes:
+    """Fetch this task's deliveries and claim the part with them; the part's rows (Arrow
+    IPC): these, or those of the attempt that claimed it first."""
     import ackbridge
 
     base = opts.base
     conn = ackbridge.connect(base.url, **opts.connect_kwargs())
     taker = _Taker(task.share)
+    claimed = False
     try:
         subscribe_all(conn, conn.url.scheme, base.sources, task.share, taker)
         deadline = time.monotonic() + opts.fetch_timeout_ms / 1000.0
@@ -95,22 +99,23 @@ def fetch(task: FetchTask, opts: FetchOptions) -> tuple[pa.RecordBatch, list[str
                 break
         taken = taker.stop()
         handles = [d.ack_handle for d in taken]
-        rows = to_record_batch([(row_offset(task, i), d) for i, d in enumerate(taken)])
+        rows = to_ipc(to_record_batch([(row_offset(task, i), d) for i, d in enumerate(taken)]))
+        claimed = fetch_files.claim_part(task.directory, task.batch, task.index, rows, handles,
+                                         base.write_ahead_file_mode)
     finally:
-        conn.close(leave_unsettled=True)
-    return rows, handles
+        conn.close(leave_unsettled=claimed)
+    if claimed:
+        return rows
+    winner = fetch_files.read_rows(task.directory, task.batch, task.index)
+    assert winner is not None  # claim_part returns False only when the part exists
+    return winner
 
 
 def read_fetch(task: FetchTask, opts: FetchOptions) -> Iterator[pa.RecordBatch]:
     """The rows of *task* (runs on an executor)."""
+    # A retried or replayed part: the rows of the attempt that claimed it.
     written = fetch_files.read_rows(task.directory, task.batch, task.index)
-    if written is not None:
-        batches = from_ipc(written)  # a retried or replayed part: the rows its first complete attempt wrote
-    else:
-        rows, handles = fetch(task, opts)
-        fetch_files.write_part(task.directory, task.batch, task.index, to_ipc(rows), handles,
-                               opts.base.write_ahead_file_mode)
-        batches = [rows]
+    batches = from_ipc(written if written is not None else fetch_and_claim(task, opts))
     for batch in batches:
         if batch.num_rows:
             yield batch.cast(ARROW_SCHEMA) if batch.schema != ARROW_SCHEMA else batch

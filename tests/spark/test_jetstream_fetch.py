@@ -111,7 +111,7 @@ def test_driver_sigkill_mid_batch_then_restart_loses_nothing(nats: HarnessBroker
         kill(first)
     # The dead batch's deliveries were left pending by its tasks (not -NAKed), and its parts are on disk.
     assert server_holds(nats, queue)[1] > 0
-    dead = {p.parent for p in (tmp_path / "fetch").glob("batch-*/part-*.acks")}
+    dead = {p.parent.parent for p in (tmp_path / "fetch").glob("batch-*/part-*/acks")}
     assert dead
     restart_and_check(broker, broker.url(), queue, tmp_path,
                       "driver SIGKILL mid-batch (NATS executor fetch, driver acks after commit)", confirmed, options)
@@ -148,3 +148,23 @@ def test_no_password_in_options_or_tasks() -> None:
     assert opts.share == 34 and opts.connect_kwargs()["max_ack_pending"] == 200
     shown = repr(opts) + repr(FetchTask(0, 1, opts.share, "/tmp/f"))
     assert "s3cret-Pw" not in shown
+
+
+def test_the_first_attempt_to_finish_claims_a_part(tmp_path: Path) -> None:
+    """Two attempts of one part (a retry racing a slow first one, speculation): the first
+    claim wins, the second gets its rows, and the handles on disk are the winner's."""
+    from ackbridge_spark import fetch_files
+
+    directory = str(tmp_path)
+    assert fetch_files.plan(directory, 7, 2, 0o600) == 2
+    assert fetch_files.plan(directory, 7, 5, 0o600) == 2  # a replay keeps the planned task count
+    assert fetch_files.read_rows(directory, 7, 0) is None
+    assert fetch_files.claim_part(directory, 7, 0, b"rows-a", ["$JS.ACK.a"], 0o600)
+    assert not fetch_files.claim_part(directory, 7, 0, b"rows-b", ["$JS.ACK.b"], 0o600)
+    assert fetch_files.read_rows(directory, 7, 0) == b"rows-a"
+    assert fetch_files.read_handles(directory, 7, 0) == ["$JS.ACK.a"]
+    assert [p.name for p in (tmp_path / fetch_files.batch_dir("", 7)).iterdir()] in (
+        ["plan.json", "part-00000"], ["part-00000", "plan.json"])  # no attempt folder left behind
+    assert fetch_files.batches_through(directory, 7) == [7] and fetch_files.batches_through(directory, 6) == []
+    fetch_files.remove_batch(directory, 7)
+    assert fetch_files.batches_through(directory, 7) == []

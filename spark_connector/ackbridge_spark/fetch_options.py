@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ackbridge.capabilities import Topology
 from ackbridge.errors import AckbridgeError, InvalidOptionError
@@ -63,12 +64,12 @@ class FetchOptions:
         """Rows one task fetches at most."""
         return -(-self.base.max_records_per_batch // self.min_partitions)
 
-    def connect_kwargs(self) -> dict[str, object]:
+    def connect_kwargs(self) -> dict[str, Any]:
         """For every connection of the source (the driver's and the tasks'): the user's
         plugin options, and a durable ``max_ack_pending`` that fits a whole batch where
         the plugin takes one and the user gave none (else each task's pull credit would
         set the durable's limit to one task's share)."""
-        kwargs: dict[str, object] = dict(self.base.connect_kwargs())
+        kwargs: dict[str, Any] = dict(self.base.connect_kwargs())
         if "max_ack_pending" not in kwargs and "max_ack_pending" in _plugin_option_names(self.base.url):
             kwargs["max_ack_pending"] = 2 * self.base.max_records_per_batch
         return kwargs

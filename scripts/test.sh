@@ -13,17 +13,29 @@ echo "[test] ruff"
 .venv/bin/ruff check .
 echo "[test] mypy --strict (core)"
 .venv/bin/mypy
-echo "[test] pytest"
-set +e
-.venv/bin/pytest "$@"
-status=$?
-set -e
-if [ "$status" -eq 5 ]; then
-    echo "[test] pytest collected no tests: that is a failure here" >&2
-    exit 1
+run_pytest() {
+    set +e
+    .venv/bin/pytest "$@"
+    local status=$?
+    set -e
+    if [ "$status" -eq 5 ]; then
+        echo "[test] pytest collected no tests: that is a failure here" >&2
+        exit 1
+    fi
+    [ "$status" -ne 0 ] && exit "$status"
+    return 0
+}
+if [ "$#" -gt 0 ]; then
+    echo "[test] pytest $*"
+    run_pytest "$@"
+    exit 0
 fi
-[ "$status" -ne 0 ] && exit "$status"
-if [ "$#" -eq 0 ]; then
-    echo "[test] fast tier on the lowest supported versions (constraints-lowest.txt)"
-    bash scripts/test-lowest.sh
-fi
+# Most tests wait on brokers and subprocesses: two workers (one test file each at a time, so a
+# file's module fixtures stay on one worker). Tests that stop a broker other tests share run
+# alone afterwards.
+echo "[test] pytest, two workers"
+run_pytest -n 2 --dist loadfile -m "not stops_shared_broker"
+echo "[test] pytest, tests that stop a shared broker, alone"
+run_pytest -m stops_shared_broker
+echo "[test] fast tier on the lowest supported versions (constraints-lowest.txt)"
+bash scripts/test-lowest.sh

@@ -30,8 +30,12 @@ def _plugin_names(url: str) -> tuple[str, list[str]]:
 
 def suggest(name: str, plugin_names: list[str]) -> str | None:
     """The closest known option to *name* (lower case, as Spark hands it), spelled as documented."""
+    from ackbridge_spark.fetch_options import FETCH_ONLY
+    from ackbridge_spark.log_options import LOG_ONLY
+
     spelled = {n.lower(): n for n in plugin_names}
-    spelled.update({n.lower(): n for n in (*OWN_OPTIONS, *SPARK_OPTIONS)})
+    # Every source's own options: a typo of one is named whichever source the URL picks.
+    spelled.update({n.lower(): n for n in (*OWN_OPTIONS, *SPARK_OPTIONS, *FETCH_ONLY, *LOG_ONLY)})
     # snake_case and camelCase users miss each other's separators: compare without
     # them (where both spell one thing, confirm_timeout / confirmTimeout, the Spark one wins).
     bare = {k.replace("_", ""): k for k in spelled if "_" in k}

@@ -24,9 +24,13 @@ MARKS = {"mqtt": pytest.mark.mqtt, "rabbitmq": pytest.mark.rabbitmq, "amqp10": p
 PORTS = {"rabbitmq": (5672, "RabbitMQ"), "amqp10": (5672, "RabbitMQ (AMQP 1.0)"),
          "rabbitmq-streams": (5552, "RabbitMQ streams (rabbitmq_stream)")}
 
+#: A restart of a broker on a shared port stops it for every other test too (run alone).
+SHARED_RESTART = [pytest.mark.stops_shared_broker]
+
 CELLS = [
     pytest.param(broker, fault, mode, id=f"{broker}-{fault}-{mode}",
-                 marks=[pytest.mark.slow, *(m for k, m in MARKS.items() if broker.startswith(k))])
+                 marks=[pytest.mark.slow, *(m for k, m in MARKS.items() if broker.startswith(k)),
+                        *(SHARED_RESTART if fault == "broker-restart" and broker.startswith(tuple(PORTS)) else [])])
     for broker, fault, mode in cells()
 ]
 

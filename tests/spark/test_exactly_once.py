@@ -168,6 +168,7 @@ def test_connection_cut(eo_broker: Broker, tmp_path: Path) -> None:
 
 
 @pytest.mark.rabbitmq
+@pytest.mark.stops_shared_broker
 def test_rabbitmq_restart(tmp_path: Path) -> None:
     """RabbitMQ stop_app / start_app under a running query (the broker keeps durable
     queues and their messages; the source reconnects)."""

@@ -40,6 +40,10 @@ def spark() -> Iterator[Any]:
     ({"queue": "a,,b"}, "empty name"),
     ({"queue": "a,b,a"}, "names 'a' twice"),
     ({"topic": "t"}, "not several"),
+    # another source's own options (fetch=executors, the stream source) are named too
+    ({"fetchIdelMs": "100"}, "did you mean 'fetchIdleMs'"),
+    ({"minPartition": "2"}, "did you mean 'minPartitions'"),
+    ({"consumerRefrence": "r"}, "did you mean 'consumerReference'"),
 ])
 def test_parse_refuses_before_connecting(tmp_path: Path, given: dict[str, str], expected: str) -> None:
     options = {"url": f"local://spark:{CANARY}@{tmp_path / 'b.db'}", "queue": "q", **given}

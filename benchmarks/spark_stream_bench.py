@@ -23,7 +23,7 @@ runner and the planner workers). *Executors* = executor JVMs and their Python
 workers (in ``local[2]``: the task Python workers only).
 
 usage: .venv/bin/python benchmarks/spark_stream_bench.py [--messages 100000] [--sizes 256,4096]
-       [--batch 20000] [--masters local[2],local-cluster[2,1,1024]]
+       [--batch 20000] [--queue-batch N] [--masters local[2],local-cluster[2,1,1024]]
        .venv/bin/python benchmarks/spark_stream_bench.py --messages 200000 --driver-per-batch 20000,50000,100000
        (only: the driver JVM's CPU per batch of the stream source, on local-cluster)
 """
@@ -355,6 +355,9 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--sizes", default="256,4096")
     parser.add_argument("--batch", type=int, default=20_000, help="maxRecordsPerBatch (both sources)")
+    parser.add_argument("--queue-batch", type=int, default=0,
+                        help="maxRecordsPerBatch of the driver-side source (default: --batch); it pickles each "
+                             "batch into one task, which must stay under spark.rpc.message.maxSize (128 MiB)")
     parser.add_argument("--masters", default="local[2],local-cluster[2,1,1024]")
     parser.add_argument("--driver-per-batch", default="",
                         help="only this: maxRecordsPerBatch values (e.g. 20000,50000,100000) on local-cluster, "
@@ -394,12 +397,12 @@ def main() -> None:
                 # Warm-up of both paths (Python workers, the JVM's JIT): a fresh JVM compiles
                 # in background threads for its first minute, and that CPU counts as the driver's.
                 stream_cell(spark, 20000, 256, 2, args.batch // 2, work)
-                queue_cell(spark, 20000, 256, args.batch // 2, work)
+                queue_cell(spark, 20000, 256, (args.queue_batch or args.batch) // 2, work)
                 for size in sizes:
                     for parts in (1, 2):
                         row = stream_cell(spark, n, size, parts, args.batch, work)
                         record({"size": size, "master": master, "run": f"stream source x{parts}", **row})
-                    row = queue_cell(spark, n, size, args.batch, work)
+                    row = queue_cell(spark, n, size, args.queue_batch or args.batch, work)
                     record({"size": size, "master": master, "run": "driver-side source (queue)", **row})
             finally:
                 spark.stop()

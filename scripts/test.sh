@@ -34,8 +34,8 @@ fi
 # file's module fixtures stay on one worker). Tests that stop a broker other tests share run
 # alone afterwards.
 echo "[test] pytest, two workers"
-run_pytest -n 2 --dist loadfile -m "not stops_shared_broker"
-echo "[test] pytest, tests that stop a shared broker, alone"
-run_pytest -m stops_shared_broker
+run_pytest -n 2 --dist loadfile -m "not stops_shared_broker and not runs_alone"
+echo "[test] pytest, tests that stop a shared broker or must run alone"
+run_pytest -m "stops_shared_broker or runs_alone"
 echo "[test] fast tier on the lowest supported versions (constraints-lowest.txt)"
 bash scripts/test-lowest.sh

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 from ackbridge import engine, guaranteed
 from ackbridge.errors import AckbridgeError, InvalidLabelError
 from ackbridge.labels import AckCollector, AggregatedAcks
-from ackbridge.messages import ConfirmOutcome, OutboundMessage, unknown
+from ackbridge.messages import ConfirmOutcome, OutboundMessage, unknown, unsent
 from ackbridge.publishing import ConfirmBase, PublisherBase, PublishOptions, build_message
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ class AsyncPublisher(PublisherBase):
             seq = self._connection._next_seq()
             attempts = self._next_attempt(confirm, seq, time.monotonic())
             if attempts is None:
-                self._finish(confirm, unknown("not sent again"))
+                self._finish(confirm, unsent("not sent again"))
             else:
                 await self._send(seq, attempts.destination, attempts.message, again=True)
 

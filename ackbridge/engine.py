@@ -22,7 +22,7 @@ from ackbridge.errors import AckbridgeError, InvalidLabelError, InvalidOptionErr
 from ackbridge.guaranteed import ConsumerGuard, Guarantee, plan_guarantee
 from ackbridge.keywords import ConsumeOptions, PublisherOptions, check_keywords
 from ackbridge.labels import AckCollector, LabelAck, check_request
-from ackbridge.messages import ConfirmOutcome, InboundMessage, WireSettle, WireVerb, refused, unknown
+from ackbridge.messages import ConfirmOutcome, InboundMessage, WireSettle, WireVerb, refused, unknown, unsent
 from ackbridge.options import CORE_OPTIONS, resolve_options
 from ackbridge.settlement import Ledger, Record
 
@@ -193,7 +193,7 @@ def send_failed(exc: Exception, again: bool) -> ConfirmOutcome:
 
 def not_sent(exc: Exception) -> ConfirmOutcome:
     """The outcome of a publish made during an outage: unknown, nothing was sent."""
-    return unknown(f"not sent: {exc}")
+    return unsent(f"not sent: {exc}")
 
 
 def confirm_repr(confirm: Any) -> str:

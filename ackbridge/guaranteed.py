@@ -73,7 +73,8 @@ class Attempts:
     def __init__(self, destination: str, message: OutboundMessage, give_up_at: float) -> None:
         self.destination = destination
         self.message = message
-        self.attempts = 1
+        #: Sends that went on the wire and have their outcome (see :func:`decide`).
+        self.attempts = 0
         self.give_up_at = give_up_at
 
 
@@ -90,7 +91,13 @@ def stamp(guarantee: Guarantee, number: int, message: OutboundMessage) -> Outbou
 
 
 def decide(attempts: Attempts, outcome: ConfirmOutcome, now: float, max_attempts: int) -> ConfirmOutcome | None:
-    """The final outcome of a guaranteed publish, or None: send it again."""
+    """The final outcome of a guaranteed publish, or None: send it again.
+
+    *outcome* answers one send; it counts as an attempt unless nothing went on the
+    wire (``attempts`` 0, :func:`~ackbridge.messages.unsent`): during an outage a
+    publish waits for the connection, bounded by the deadline, not by ``max_attempts``."""
+    if outcome.attempts:
+        attempts.attempts += 1
     if outcome.status is not ConfirmStatus.UNKNOWN:
         return dataclasses.replace(outcome, attempts=attempts.attempts)
     if attempts.attempts >= max_attempts:

@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Protocol
 
 from ackbridge.errors import ConnectionLostError, StaleDeliveryError
 from ackbridge.generations import check_ops
-from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, unknown
+from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, unsent
 from ackbridge.transport import AsyncTransport, ForwardedFaults, SyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL, redact
 
@@ -232,9 +232,15 @@ class LoopThreadTransport(ForwardedFaults, SyncTransport):
                     await self.inner.send_prepared(item[1], *item[2])
             except StaleDeliveryError:
                 pass  # lost the race with a loss: dropped, the broker delivers it again
+            except ConnectionLostError as exc:
+                # An outage: expected, and a line per message would flood the log (the
+                # connection's loss and its reconnects are logged by the plugin).
+                log.debug("ackbridge: not sent on %s: %s", self.url.redacted, _describe(exc))
+                if kind == "p":
+                    self.events.confirm(item[1], unsent(f"not sent: {_describe(exc)}"))
             except Exception as exc:
                 what = {"s": "settle", "u": "unsubscribe"}.get(kind, "publish")
                 log.warning("ackbridge: %s failed on the I/O thread of %s: %s", what, self.url.redacted,
                             _describe(exc))
                 if kind == "p":
-                    self.events.confirm(item[1], unknown(f"not sent: {_describe(exc)}"))
+                    self.events.confirm(item[1], unsent(f"not sent: {_describe(exc)}"))

@@ -96,7 +96,8 @@ class ConfirmOutcome:
 
     status: ConfirmStatus
     reason: str = ""
-    #: How many times the message was sent (above 1 only with ``retransmit=True``).
+    #: How many times the message was sent: 0 when it never left the client (an
+    #: outage), above 1 only with ``retransmit=True``.
     attempts: int = 1
 
     @property
@@ -119,6 +120,13 @@ def refused(reason: str) -> ConfirmOutcome:
 
 def unknown(reason: str) -> ConfirmOutcome:
     return ConfirmOutcome(ConfirmStatus.UNKNOWN, reason)
+
+
+def unsent(reason: str) -> ConfirmOutcome:
+    """Unknown, and nothing went on the wire (the connection was down or going):
+    ``attempts`` 0, so a retransmitting publisher does not count it as an attempt
+    (an outage does not use up ``max_attempts``; ``retransmit_deadline`` bounds it)."""
+    return ConfirmOutcome(ConfirmStatus.UNKNOWN, reason, attempts=0)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from ackbridge import engine, guaranteed
 from ackbridge.backoff import Backoff
 from ackbridge.errors import AckbridgeError, ConnectionLostError, InvalidOptionError
 from ackbridge.labels import BROKER_PERSISTED, REQUESTED_ACKS_HEADER
-from ackbridge.messages import ConfirmOutcome, ConfirmStatus, OutboundMessage, unknown
+from ackbridge.messages import ConfirmOutcome, ConfirmStatus, OutboundMessage, unknown, unsent
 
 if TYPE_CHECKING:
     from ackbridge._base import ConnectionBase
@@ -244,6 +244,11 @@ class PublisherBase:
             final: ConfirmOutcome | None = outcome
         else:
             final = guaranteed.decide(attempts, outcome, time.monotonic(), self._guarantee.max_attempts)
+            if outcome.attempts and attempts.attempts > 1:
+                # Counted when its outcome comes: a send that never left the client is no retransmission.
+                self.retransmitted += 1
+                if self._observer is not None:
+                    self._observer.retransmitted(attempts.destination)
             if final is not None and final.status is not ConfirmStatus.UNKNOWN:
                 self._backoff.reset()  # the broker answers again: retransmit promptly next time
         if final is not None and self._observer is not None:
@@ -270,16 +275,13 @@ class PublisherBase:
         confirm._deadline = confirm._attempts.give_up_at + self._confirm_timeout
 
     def _next_attempt(self, confirm: ConfirmBase, seq: int, now: float) -> guaranteed.Attempts | None:
-        """Count one more send of *confirm* under the new *seq*, registered as pending;
-        None when its retransmit deadline has passed (resolve it unknown instead)."""
+        """Register one more send of *confirm* under the new *seq* as pending (its outcome
+        counts it, see :func:`guaranteed.decide`); None when its retransmit deadline has
+        passed (resolve it unsent instead)."""
         attempts = confirm._attempts
         assert attempts is not None
         if now >= attempts.give_up_at:
             return None
-        attempts.attempts += 1
-        self.retransmitted += 1
-        if self._observer is not None:
-            self._observer.retransmitted(attempts.destination)
         confirm._deadline = now + self._confirm_timeout
         self._pending[seq] = confirm
         return attempts
@@ -289,7 +291,7 @@ class PublisherBase:
         done: list[tuple[Any, ConfirmOutcome]] = []
         for confirm in [c for c in self._retry if c._deadline <= now]:
             self._retry.remove(confirm)
-            done.append((confirm, unknown("not sent again before retransmit_deadline")))
+            done.append((confirm, unsent("not sent again before retransmit_deadline")))
         for seq, confirm in [(s, c) for s, c in self._pending.items() if c._deadline <= now]:
             del self._pending[seq]
             self._connection._publishers.pop(seq, None)

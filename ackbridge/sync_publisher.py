@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Unpack
 from ackbridge import engine, guaranteed
 from ackbridge.errors import AckbridgeError, InvalidLabelError
 from ackbridge.labels import AckCollector, AggregatedAcks
-from ackbridge.messages import ConfirmOutcome, OutboundMessage, unknown
+from ackbridge.messages import ConfirmOutcome, OutboundMessage, unsent
 from ackbridge.publishing import ConfirmBase, PublisherBase, PublishOptions, build_message
 
 if TYPE_CHECKING:
@@ -221,7 +221,7 @@ class Publisher(PublisherBase):
         with self._lock:
             attempts = self._next_attempt(confirm, seq, time.monotonic())
             if attempts is None:
-                self._settle_locked(confirm, unknown("not sent again"))
+                self._settle_locked(confirm, unsent("not sent again"))
                 return
         self._send(seq, attempts.destination, attempts.message, again=True)
 

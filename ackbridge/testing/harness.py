@@ -37,6 +37,10 @@ class BrokerHarness:
     can_count_unacked = True
     #: Whether hold_confirms() really stops confirms (so back-pressure can be observed).
     can_hold_confirms = False
+    #: False when hold_confirms() parks the publishes client-side (the broker cannot be told
+    #: to withhold confirms): a cut then meets publishes that never left, which are sent
+    #: late (one attempt each), not sent again.
+    holds_confirms_on_the_wire = True
     #: False for a log (RabbitMQ streams): the broker knows what a consumer settled (its
     #: stored offset), not what it was handed. ready() then counts every message not
     #: settled, the suite checks ready + unacked together, and a new connection cannot

@@ -84,6 +84,7 @@ def ensure_test_user() -> None:
 
 class RabbitHarness(BrokerHarness):
     can_hold_confirms = True
+    holds_confirms_on_the_wire = False  # publishes parked client-side: see hold_confirms
 
     def __init__(self, queue_type: str = "classic") -> None:
         self.queue_type = queue_type

@@ -18,7 +18,7 @@ from cproton import pn_delivery as _pn_delivery  # type: ignore[import-untyped] 
 from proton import Delivery
 
 from ackbridge.errors import ConnectionLostError, InvalidOptionError
-from ackbridge.messages import CONFIRMED, ConfirmOutcome, OutboundMessage, refused, unknown
+from ackbridge.messages import CONFIRMED, ConfirmOutcome, OutboundMessage, refused, unknown, unsent
 from ackbridge.text import CheckedOnce
 from ackbridge_amqp10 import codec
 from ackbridge_amqp10.links import close_link, session
@@ -77,7 +77,7 @@ class Sending:
     def send(self, seq: int, destination: str, data: bytes) -> None:
         t = self.t
         if t.conn is None or t.live is None or t.closing:
-            t.events.confirm(seq, unknown("not connected (closing or reconnecting); nothing was sent"))
+            t.events.confirm(seq, unsent("not connected (closing or reconnecting); nothing was sent"))
             return
         out = self.outs.get(destination)
         if out is None:

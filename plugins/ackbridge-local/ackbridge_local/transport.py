@@ -24,7 +24,7 @@ from ackbridge.capabilities import Capabilities, ConfirmDurability, Durability, 
 from ackbridge.errors import AckbridgeError, BrokerError, ConnectionLostError, InvalidURLError
 from ackbridge.files import parse_mode
 from ackbridge.generations import check_ops, lease_lost
-from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, refused, unknown
+from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, refused, unknown, unsent
 from ackbridge.options import OptionSpec, positive_int
 from ackbridge.transport import SyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL
@@ -396,7 +396,7 @@ class LocalTransport(SyncTransport):
             self.events.confirm(seq, refused(str(self.failure)))
             return
         if self._store is None or self.closing.is_set():
-            self.events.confirm(seq, unknown("not connected"))
+            self.events.confirm(seq, unsent("not connected"))
             return
         limit = int(self.options.get("max_message_bytes", 16 * 1024 * 1024))
         if len(message.body) > limit:

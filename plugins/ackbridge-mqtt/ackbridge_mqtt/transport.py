@@ -22,7 +22,16 @@ from paho.mqtt.enums import MQTTErrorCode
 from ackbridge.capabilities import Capabilities, Verb
 from ackbridge.errors import BrokerError, ConnectionLostError, InvalidOptionError
 from ackbridge.generations import check_generation, check_ops, stale_error
-from ackbridge.messages import ConfirmOutcome, OutboundMessage, QueueInfo, WireSettle, WireVerb, refused, unknown
+from ackbridge.messages import (
+    ConfirmOutcome,
+    OutboundMessage,
+    QueueInfo,
+    WireSettle,
+    WireVerb,
+    refused,
+    unknown,
+    unsent,
+)
 from ackbridge.text import CheckedOnce
 from ackbridge.transport import SyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL
@@ -281,7 +290,7 @@ class MqttTransport(SyncTransport):
             return
         with link.lock:
             if not link.live:
-                outcome = unknown("not connected to the broker (reconnecting); the message was not sent")
+                outcome = unsent("not connected to the broker (reconnecting); the message was not sent")
             else:
                 try:
                     info = link.client.publish(destination, message.body, qos=qos, properties=props)

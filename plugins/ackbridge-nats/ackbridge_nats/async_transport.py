@@ -23,7 +23,7 @@ from nats.aio.msg import Msg
 from ackbridge.errors import InvalidOptionError
 from ackbridge.generations import check_ops, stale_error
 from ackbridge.loop_thread import call_on_loop
-from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, refused, unknown
+from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, refused, unknown, unsent
 from ackbridge.transport import AsyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL
 from ackbridge_nats import codec, queues
@@ -93,7 +93,7 @@ class NatsAsyncTransport(AsyncTransport):
     def _lost(self, generation: int, reason: str) -> None:
         held, self._held_publishes = self._held_publishes, ([] if self._held_publishes is not None else None)
         for seq, _gen, _subject, _body, _headers in held or ():
-            self.events.confirm(seq, unknown(f"{reason}; the held publish was never sent"))
+            self.events.confirm(seq, unsent(f"{reason}; the held publish was never sent"))
         if self._held_writes is not None:
             self._held_writes = []
         self.publishes.lost(reason)

@@ -18,7 +18,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from ackbridge.messages import CONFIRMED, ConfirmOutcome, ConfirmStatus, refused, unknown
+from ackbridge.messages import CONFIRMED, ConfirmOutcome, ConfirmStatus, refused, unknown, unsent
 
 log = logging.getLogger("ackbridge.nats")
 
@@ -83,7 +83,7 @@ class Publishes:
     async def send(self, seq: int, subject: str, body: bytes, headers: Mapping[str, str] | None) -> None:
         client = self.client
         if client is None or not client.is_connected:
-            self._confirm(seq, unknown("not connected to the server (reconnecting); the message was not sent"))
+            self._confirm(seq, unsent("not connected to the server (reconnecting); the message was not sent"))
             return
         if len(body) > client.max_payload:
             self._confirm(seq, refused(f"the body ({len(body)} bytes) is above the server's max_payload "
@@ -95,7 +95,7 @@ class Publishes:
                                  headers=dict(headers) if headers else None)
         except Exception as exc:
             if self.pending.pop(seq, None) is not None:
-                self._confirm(seq, unknown(f"the publish could not be handed to the connection ({exc!r})"))
+                self._confirm(seq, unsent(f"the publish could not be handed to the connection ({exc!r})"))
 
     def lost(self, reason: str) -> None:
         """The generation ended: every pending publish is unknown."""

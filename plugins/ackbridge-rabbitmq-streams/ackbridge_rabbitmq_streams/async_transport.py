@@ -26,7 +26,7 @@ from ackbridge.backoff import Backoff
 from ackbridge.errors import AckbridgeError, ConnectionLostError
 from ackbridge.generations import check_ops
 from ackbridge.loop_thread import call_on_loop
-from ackbridge.messages import OutboundMessage, WireSettle, unknown
+from ackbridge.messages import OutboundMessage, WireSettle, unsent
 from ackbridge.transport import AsyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL
 from ackbridge_rabbitmq_streams import codec
@@ -104,7 +104,7 @@ class StreamAsyncTransport(AsyncTransport):
         client, self.client = self.client, None
         held, self._held_publishes = self._held_publishes, ([] if self._held_publishes is not None else None)
         for seq, *_ in held or ():
-            self.events.confirm(seq, unknown(f"{reason}; the held publish was never sent"))
+            self.events.confirm(seq, unsent(f"{reason}; the held publish was never sent"))
         if self._held_writes is not None:
             self._held_writes = []
         for consumer in self.consumers.values():

@@ -11,14 +11,17 @@ on from that highest id (QueryPublisherSequence) on every new connection.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from rstream import exceptions as rx
 from rstream import schema
 from rstream.client import Client
 
-from ackbridge.messages import ConfirmOutcome, ConfirmStatus, refused, unknown
+from ackbridge.errors import ConnectionLostError
+from ackbridge.messages import ConfirmOutcome, ConfirmStatus, refused, unknown, unsent
 from ackbridge_rabbitmq_streams.errors import describe
 
 log = logging.getLogger("ackbridge.rabbitmq_streams")
@@ -27,6 +30,8 @@ log = logging.getLogger("ackbridge.rabbitmq_streams")
 _FRAME_OVERHEAD = 64
 _HANDLER = "ackbridge-publishes"
 _MAX_PUBLISHERS = 256
+
+T = TypeVar("T")
 
 
 def _code_name(code: int) -> str:
@@ -49,11 +54,14 @@ class StreamPublishers:
         self._unresolved: dict[tuple[str, str], int] = {}
         #: The highest publishing id the broker had stored per stream when this connection declared it.
         self._stored: dict[str, int] = {}
+        #: Done when this connection is lost: ends a round trip waiting on it.
+        self._gone: asyncio.Future[None] | None = None
 
     def start(self, client: Client) -> None:
         self.client = client
         self._by_stream.clear()
         self._next_id.clear()
+        self._gone = asyncio.get_running_loop().create_future()
         client.add_handler(schema.PublishConfirm, self._on_confirm, name=_HANDLER)
         client.add_handler(schema.PublishError, self._on_error, name=_HANDLER)
 
@@ -69,18 +77,34 @@ class StreamPublishers:
             raise rx.MaxPublishersPerInstance("256 streams published to on one connection")
         used = set(self._by_stream.values())
         publisher_id = next(i for i in range(_MAX_PUBLISHERS) if i not in used)
-        await client.declare_publisher(stream, self.name, publisher_id)
-        last = await client.query_publisher_sequence(stream, self.name) if self.name else 0
+        await self._until_lost(client.declare_publisher(stream, self.name, publisher_id))
+        last = await self._until_lost(client.query_publisher_sequence(stream, self.name)) if self.name else 0
+        if self.client is not client:
+            raise ConnectionLostError("the connection was lost while its publisher was declared")
         self._by_stream[stream] = publisher_id
         self._stored[stream] = int(last)
         self._next_id[publisher_id] = int(last) + 1
         return publisher_id
 
+    async def _until_lost(self, step: Awaitable[T]) -> T:
+        """*step*, a round trip on this connection, given up when the connection is lost:
+        rstream leaves a request on a closed connection waiting for its own timeout
+        (10 s), and every publish queued behind it would wait as long."""
+        gone = self._gone
+        task = asyncio.ensure_future(step)
+        if gone is None:
+            return await task
+        await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            task.cancel()
+            raise ConnectionLostError("the connection was lost before the broker answered")
+        return task.result()
+
     async def publish(self, seq: int, stream: str, data: bytes, message_id: str | None = None) -> None:
         """Send; the outcome arrives through the confirm callback (refusals found here too)."""
         client = self.client
         if client is None or not client.is_connection_alive():
-            self._confirm(seq, unknown("not sent: the connection is down"))
+            self._confirm(seq, unsent("not sent: the connection is down"))
             return
         if len(data) + _FRAME_OVERHEAD > self.frame_max:
             self._confirm(seq, refused(f"the record is {len(data)} bytes, above the connection's frame size "
@@ -93,7 +117,7 @@ class StreamPublishers:
                                        f"{type(exc).__name__}"))
             return
         except Exception as exc:
-            self._confirm(seq, unknown(f"not sent: {describe(exc)}"))
+            self._confirm(seq, unsent(f"not sent: {describe(exc)}"))
             return
         earlier = self._unresolved.pop((stream, message_id), None) if message_id is not None else None
         if earlier is not None and earlier <= self._stored[stream]:
@@ -128,6 +152,8 @@ class StreamPublishers:
         pending, self._pending = self._pending, {}
         self._by_stream.clear()
         self.client = None
+        if self._gone is not None and not self._gone.done():
+            self._gone.set_result(None)
         for (_publisher_id, publishing_id), (seq, stream, message_id) in pending.items():
             if self.name is not None and message_id is not None:
                 self._unresolved[(stream, message_id)] = publishing_id

@@ -22,7 +22,7 @@ import pika.exceptions as pe
 from pika.channel import Channel
 
 from ackbridge.errors import AckbridgeError, ConnectionLostError
-from ackbridge.messages import ConfirmOutcome, OutboundMessage, refused, unknown
+from ackbridge.messages import ConfirmOutcome, OutboundMessage, refused, unsent
 from ackbridge_rabbitmq import common, frames
 from ackbridge_rabbitmq.confirms import ConfirmTracker
 from ackbridge_rabbitmq.errors import describe
@@ -173,7 +173,7 @@ class Publishing:
         self._outq.extend(pending)
 
     def drop_unsent(self, why: str) -> list[tuple[int, ConfirmOutcome]]:
-        outcome = unknown(why)
+        outcome = unsent(why)
         out = [(item[0], outcome) for item in self._backlog]
         self._backlog.clear()
         while self._outq:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.amqp10.harness import Amqp10Harness, create_user, delete, delete_user
+from tests.amqp10.harness import Amqp10Harness, create_user, delete_if_unused, delete_user
 from tests.conftest import IN_CI, require_port
 
 _PLUGINS = ("rabbitmq_amqp1_0", "rabbitmq_management")
@@ -73,14 +73,19 @@ def _remove_orphaned_reply_inboxes() -> Iterator[None]:
     declared through ``/queue/``): no AMQP 1.0 address makes it auto-delete or expire, and
     AMQP 1.0 cannot delete a queue (docs/broker-quirks.md). Without an ``expires`` policy on
     the broker, delete the ones left without a consumer. Exclusive ones belong to live AMQP
-    0-9-1 connections (ackbridge-rabbitmq's inboxes) and are left alone."""
+    0-9-1 connections (ackbridge-rabbitmq's inboxes) and are left alone.
+
+    Another pytest-xdist worker may be using an inbox meanwhile: the broker checks
+    that it has no consumer at the moment of deletion (``if-unused``), and the
+    expiry test's own inboxes (``ackbridge.reply.t<id>.``) are its to remove."""
     yield
     try:
         out = subprocess.run(["rabbitmqctl", "-q", "list_queues", "--formatter", "json", "name", "consumers",
                               "exclusive"], capture_output=True, text=True, timeout=60, check=True).stdout
         for queue in json.loads(out or "[]"):
             name = str(queue["name"])
-            if name.startswith("ackbridge.reply.") and not queue["exclusive"] and int(queue["consumers"]) == 0:
-                delete(name)
+            if (name.startswith("ackbridge.reply.") and not name.startswith("ackbridge.reply.t")
+                    and not queue["exclusive"] and int(queue["consumers"]) == 0):
+                delete_if_unused(name)
     except Exception as exc:  # cleanup must not fail the run
         print(f"could not remove orphaned reply inboxes: {exc}")

@@ -362,9 +362,6 @@ def inbox_expiry() -> Iterator[str]:
             delete(leftover)
 
 
-# Open: under the two-worker load a labelled ack once timed out here (408; the inbox has a 1 s
-# `expires` policy). It passes alone; scripts/test.sh runs it after the parallel phase.
-@pytest.mark.runs_alone
 def test_no_reply_inbox_survives_its_connection(harness: Amqp10Harness, inbox_expiry: str) -> None:
     """Several sync and async connections with labelled acks: while each is open its inbox
     has its consumer; once they are closed no inbox queue is left on the broker."""

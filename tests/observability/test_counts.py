@@ -39,8 +39,16 @@ def check_counts(metrics: Metrics, harness: Any, queue: str) -> None:
     else:
         # JetStream keeps the copies delivered to the closed consumer ack-pending until
         # ack_wait: unacked there, ready again on RabbitMQ, AMQP 1.0 and embedded.
-        eventually(lambda: harness.ready(queue) + harness.unacked(queue) == N, timeout=TIMEOUT,
-                   message=f"{N} held (ready or unacked) in {queue}")
+        seen: list[tuple[int, int]] = []
+
+        def held() -> bool:
+            seen.append((harness.ready(queue), harness.unacked(queue)))
+            return sum(seen[-1]) == N
+
+        try:
+            eventually(held, timeout=TIMEOUT, message=f"{N} held (ready or unacked) in {queue}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; (ready, unacked) seen: {sorted(set(seen))}") from None
     eventually(lambda: len(harness.dead_lettered(queue)) == N, timeout=TIMEOUT, message=f"{N} dead-lettered")
     for value in metrics.attribute_values():  # never a credential
         assert "guest" not in str(value) and "canary" not in str(value)

@@ -22,8 +22,9 @@ from nats.aio.msg import Msg
 
 from ackbridge.errors import InvalidOptionError
 from ackbridge.generations import check_ops, stale_error
+from ackbridge.held_work import HeldWork
 from ackbridge.loop_thread import call_on_loop
-from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, refused, unknown, unsent
+from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, refused, unknown
 from ackbridge.transport import AsyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL
 from ackbridge_nats import codec, queues
@@ -59,8 +60,7 @@ class NatsAsyncTransport(AsyncTransport):
         self.leaving = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping: set[asyncio.Task[None]] = set()
-        self._held_publishes: list[tuple[int, int, str, bytes, dict[str, str] | None]] | None = None
-        self._held_writes: list[WireSettle] | None = None
+        self.held = HeldWork(events, lambda: self.generation)
         self._nak = NAK if not self.nats.requeue_delay else (
             NAK + b" " + json.dumps({"delay": seconds_ns(self.nats.requeue_delay)}).encode())
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -91,11 +91,7 @@ class NatsAsyncTransport(AsyncTransport):
             await self._open_inbox(client, self.reply_inbox)
 
     def _lost(self, generation: int, reason: str) -> None:
-        held, self._held_publishes = self._held_publishes, ([] if self._held_publishes is not None else None)
-        for seq, _gen, _subject, _body, _headers in held or ():
-            self.events.confirm(seq, unsent(f"{reason}; the held publish was never sent"))
-        if self._held_writes is not None:
-            self._held_writes = []
+        self.held.lost(reason)
         self.publishes.lost(reason)
         self.events.generation_ended(generation, reason)
 
@@ -172,10 +168,8 @@ class NatsAsyncTransport(AsyncTransport):
         client = self.link.client
         if client is None or not client.is_connected:
             raise stale_error(f"{len(ops)} settlement(s) while the connection is down", ops[0].generation)
-        if self._held_writes is not None:
-            self._held_writes.extend(ops)
-            return
-        await self.apply(client, ops)
+        if not self.held.keep_settle(ops):
+            await self.apply(client, ops)
 
     async def apply(self, client: Client, ops: Sequence[WireSettle]) -> None:
         touched: dict[str, PullSubscription] = {}
@@ -271,10 +265,8 @@ class NatsAsyncTransport(AsyncTransport):
         except InvalidOptionError as exc:
             self.events.confirm(seq, refused(f"not sent: {exc}"))
             return
-        if self._held_publishes is not None:
-            self._held_publishes.append((seq, self.generation, subject, body, headers))
-            return
-        await self.publishes.send(seq, subject, body, headers)
+        if not self.held.keep_publish(seq, subject, body, headers):
+            await self.publishes.send(seq, subject, body, headers)
 
     # ---- labelled-ack replies -------------------------------------------------------------
     async def open_reply_inbox_async(self) -> str:
@@ -312,22 +304,11 @@ class NatsAsyncTransport(AsyncTransport):
         self.on_loop(self._hold_publishes, hold)
 
     def _hold_publishes(self, hold: bool) -> None:
-        if hold:
-            if self._held_publishes is None:
-                self._held_publishes = []
-            return
-        held, self._held_publishes = self._held_publishes or [], None
-        for seq, generation, subject, body, headers in held:
-            if generation == self.generation:
-                self.spawn(self.publishes.send(seq, subject, body, headers))
+        for seq, prepared in self.held.hold_publishes(hold):
+            self.spawn(self.publishes.send(seq, *prepared))
 
     def _hold_writes(self, hold: bool) -> None:
-        if hold:
-            if self._held_writes is None:
-                self._held_writes = []
-            return
-        held, self._held_writes = self._held_writes or [], None
-        live = [op for op in held if op.generation == self.generation]
+        live = self.held.hold_writes(hold)
         client = self.link.client
         if live and client is not None:
             self.spawn(self.apply(client, live))

@@ -25,8 +25,9 @@ from rstream.client import Client
 from ackbridge.backoff import Backoff
 from ackbridge.errors import AckbridgeError, ConnectionLostError
 from ackbridge.generations import check_ops
+from ackbridge.held_work import HeldWork
 from ackbridge.loop_thread import call_on_loop
-from ackbridge.messages import OutboundMessage, WireSettle, unsent
+from ackbridge.messages import OutboundMessage, WireSettle
 from ackbridge.transport import AsyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL
 from ackbridge_rabbitmq_streams import codec
@@ -60,8 +61,7 @@ class StreamAsyncTransport(AsyncTransport):
         self._connected = 0
         self._closing = False
         self._reconnecting: asyncio.Task[None] | None = None
-        self._held_publishes: list[tuple[int, str, bytes, str | None]] | None = None
-        self._held_writes: list[Sequence[WireSettle]] | None = None
+        self.held = HeldWork(events, lambda: self._generation)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._outbox: collections.deque[tuple[int, str, bytes, str | None]] = collections.deque()
         self._sending = False
@@ -102,11 +102,7 @@ class StreamAsyncTransport(AsyncTransport):
         if generation != self._generation or self.client is None:
             return
         client, self.client = self.client, None
-        held, self._held_publishes = self._held_publishes, ([] if self._held_publishes is not None else None)
-        for seq, *_ in held or ():
-            self.events.confirm(seq, unsent(f"{reason}; the held publish was never sent"))
-        if self._held_writes is not None:
-            self._held_writes = []
+        self.held.lost(reason)
         for consumer in self.consumers.values():
             consumer.lost()
         self.publishes.lost(reason)
@@ -209,10 +205,8 @@ class StreamAsyncTransport(AsyncTransport):
 
     async def settle_async(self, ops: Sequence[WireSettle]) -> None:
         check_ops(ops, self._generation)
-        if self._held_writes is not None:
-            self._held_writes.append(ops)
-            return
-        await self._apply(ops)
+        if not self.held.keep_settle(ops):
+            await self._apply(ops)
 
     async def _apply(self, ops: Sequence[WireSettle]) -> None:
         by_sub: dict[str, list[WireSettle]] = {}
@@ -234,8 +228,7 @@ class StreamAsyncTransport(AsyncTransport):
         await self.send_prepared(seq, *self.prepare(destination, message))
 
     async def send_prepared(self, seq: int, destination: str, data: bytes, message_id: str | None = None) -> None:
-        if self._held_publishes is not None:
-            self._held_publishes.append((seq, destination, data, message_id))
+        if self.held.keep_publish(seq, destination, data, message_id):
             return
         if self.client is None:
             raise ConnectionLostError(f"publish: the connection to {self.url.redacted} is down")
@@ -269,20 +262,11 @@ class StreamAsyncTransport(AsyncTransport):
         self.on_loop(self._hold_writes, hold)
 
     def _hold_publishes(self, hold: bool) -> None:
-        if hold:
-            if self._held_publishes is None:
-                self._held_publishes = []
-            return
-        held, self._held_publishes = self._held_publishes or [], None
-        for seq, destination, data, message_id in held:
-            self.spawn(self.send_prepared(seq, destination, data, message_id))
+        for seq, prepared in self.held.hold_publishes(hold):
+            self.spawn(self.send_prepared(seq, *prepared))
 
     def _hold_writes(self, hold: bool) -> None:
         self._hold_publishes(hold)
-        if hold:
-            if self._held_writes is None:
-                self._held_writes = []
-            return
-        held, self._held_writes = self._held_writes or [], None
-        for ops in held:
-            self.spawn(self._apply([op for op in ops if op.generation == self._generation]))
+        live = self.held.hold_writes(hold)
+        if live:
+            self.spawn(self._apply(live))

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from tests.conftest import require_port
+from tests.nats.harness import NatsHarness
 
 
 @pytest.fixture(autouse=True)
 def nats_running() -> None:
     require_port(4222, "nats-server (JetStream)")
+
+
+@pytest.fixture
+def harness() -> Iterator[NatsHarness]:
+    h = NatsHarness()
+    yield h
+    h.cleanup()

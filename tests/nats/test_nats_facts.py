@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 
@@ -14,13 +13,6 @@ from ackbridge_nats.naming import DEFAULT_DURABLE, stream_name
 from tests.nats.harness import NatsHarness
 
 pytestmark = pytest.mark.nats
-
-
-@pytest.fixture
-def harness() -> Iterator[NatsHarness]:
-    h = NatsHarness()
-    yield h
-    h.cleanup()
 
 
 def test_retransmit_with_same_message_id_is_stored_once(harness: NatsHarness) -> None:

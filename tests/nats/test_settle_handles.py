@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,13 +16,6 @@ from ackbridge.testing.harness import eventually
 from tests.nats.harness import NatsHarness
 
 pytestmark = pytest.mark.nats
-
-
-@pytest.fixture
-def harness() -> Iterator[NatsHarness]:
-    h = NatsHarness()
-    yield h
-    h.cleanup()
 
 
 def _publish(harness: NatsHarness, queue: str, n: int) -> None:

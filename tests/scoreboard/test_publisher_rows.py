@@ -26,16 +26,10 @@ PORTS = {"rabbitmq": (5672, "RabbitMQ"), "amqp10": (5672, "RabbitMQ (AMQP 1.0)")
 
 #: A restart of a broker on a shared port stops it for every other test too (run alone).
 SHARED_RESTART = [pytest.mark.stops_shared_broker]
-#: Cells that must run alone (none today). The streams connection-cut cells were, until two
-#: causes were fixed: tries during the outage used up max_attempts, and a publisher declare
-#: on the severed connection held every publish behind it for rstream's 10 s timeout.
-ALONE: set[tuple[str, str]] = set()
-
 CELLS = [
     pytest.param(broker, fault, mode, id=f"{broker}-{fault}-{mode}",
                  marks=[pytest.mark.slow, *(m for k, m in MARKS.items() if broker.startswith(k)),
-                        *(SHARED_RESTART if fault == "broker-restart" and broker.startswith(tuple(PORTS)) else []),
-                        *([pytest.mark.runs_alone] if (broker, fault) in ALONE else [])])
+                        *(SHARED_RESTART if fault == "broker-restart" and broker.startswith(tuple(PORTS)) else [])])
     for broker, fault, mode in cells()
 ]
 

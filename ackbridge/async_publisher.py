@@ -135,7 +135,7 @@ class AsyncPublisher(PublisherBase):
             self._send_failed(seq, exc, again)
 
     async def _wait_for_room(self) -> None:
-        while len(self._pending) + len(self._retry) >= self.window:
+        while self.in_flight >= self.window:
             left = self._oldest()._deadline - time.monotonic()
             if left <= 0:
                 self._expire()
@@ -175,11 +175,13 @@ class AsyncPublisher(PublisherBase):
 
     async def _resend(self) -> None:
         self._retry_handle = None
-        batch = list(self._retry)
-        self._retry.clear()
-        for confirm in batch:  # in the order they were first published
+        self._start_resend()
+        while True:  # in the order they were first published
             seq = self._connection._next_seq()
-            attempts = self._next_attempt(confirm, seq, time.monotonic())
+            taken = self._next_resend(seq, time.monotonic())
+            if taken is None:
+                return
+            confirm, attempts = taken
             if attempts is None:
                 self._finish(confirm, unsent("not sent again"))
             else:

@@ -163,6 +163,9 @@ class PublisherBase:
         self._pending: dict[int, Any] = {}
         #: Guaranteed publishes whose last attempt was unknown, oldest first, to send again.
         self._retry: deque[Any] = deque()
+        #: The retry batch being sent again right now: each leaves it for ``_pending`` in
+        #: one step (``_next_resend``), so flush() and the window count it throughout.
+        self._resending: deque[Any] = deque()
         #: Records outcomes and spans; None when neither is configured.
         self._observer = connection._observer
         if self._observer is not None:
@@ -176,7 +179,7 @@ class PublisherBase:
     @property
     def in_flight(self) -> int:
         """Publishes without an outcome yet (waiting for a confirm or a retransmission)."""
-        return len(self._pending) + len(self._retry)
+        return len(self._pending) + len(self._retry) + len(self._resending)
 
     def _labels(self, options: PublishOptions) -> tuple[str, ...] | None:
         """The checked ``requested_acks`` (None: none asked), checked before a reply inbox opens."""
@@ -219,7 +222,7 @@ class PublisherBase:
     def _flush_wait(self, end: float | None) -> float | None:
         """How long flush() waits next; None once nothing is in flight or *end* has
         passed. Confirms past their deadline are expired on the way."""
-        while self._pending or self._retry:
+        while self._pending or self._retry or self._resending:
             wait = next_flush_wait(self._oldest()._deadline, end, time.monotonic())
             if wait != 0.0:
                 return wait
@@ -286,12 +289,29 @@ class PublisherBase:
         self._pending[seq] = confirm
         return attempts
 
+    def _start_resend(self) -> None:
+        """Make every publish waiting for a retransmission the batch to send now
+        (taken one by one with :meth:`_next_resend`, in the order first published)."""
+        self._resending.extend(self._retry)
+        self._retry.clear()
+
+    def _next_resend(self, seq: int, now: float) -> tuple[Any, guaranteed.Attempts | None] | None:
+        """The next publish of the batch, moved to pending under *seq* (see
+        :meth:`_next_attempt`), with its attempts (None: its deadline passed, resolve it
+        unsent); None once the batch is done. Taken and registered in one step: a
+        publish between the batch and pending would let flush() return without it."""
+        if not self._resending:
+            return None
+        confirm = self._resending.popleft()
+        return confirm, self._next_attempt(confirm, seq, now)
+
     def _take_expired(self, now: float) -> list[tuple[Any, ConfirmOutcome]]:
         """Remove every confirm whose wait has ended, with the outcome to give it."""
         done: list[tuple[Any, ConfirmOutcome]] = []
-        for confirm in [c for c in self._retry if c._deadline <= now]:
-            self._retry.remove(confirm)
-            done.append((confirm, unsent("not sent again before retransmit_deadline")))
+        for waiting in (self._retry, self._resending):
+            for confirm in [c for c in waiting if c._deadline <= now]:
+                waiting.remove(confirm)
+                done.append((confirm, unsent("not sent again before retransmit_deadline")))
         for seq, confirm in [(s, c) for s, c in self._pending.items() if c._deadline <= now]:
             del self._pending[seq]
             self._connection._publishers.pop(seq, None)
@@ -300,4 +320,6 @@ class PublisherBase:
 
     def _oldest(self) -> Any:
         """The confirm that will time out first (pending before waiting to be sent again)."""
-        return next(iter(self._pending.values())) if self._pending else self._retry[0]
+        if self._pending:
+            return next(iter(self._pending.values()))
+        return self._retry[0] if self._retry else self._resending[0]

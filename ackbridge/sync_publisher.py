@@ -138,7 +138,7 @@ class Publisher(PublisherBase):
         if self._observer is not None:  # one check per publish when nothing records
             self._observe(confirm, destination, msg)
         with self._lock:
-            while len(self._pending) + len(self._retry) >= self.window:
+            while len(self._pending) + len(self._retry) + len(self._resending) >= self.window:
                 self._wait_for_room_locked()
             confirm._deadline = time.monotonic() + self._confirm_timeout
             self._pending[seq] = confirm
@@ -184,7 +184,7 @@ class Publisher(PublisherBase):
             return
         confirm._outcome = final
         callbacks, confirm._callbacks = confirm._callbacks, None
-        if self._waiters or (self._flush_waiters and not self._pending and not self._retry):
+        if self._waiters or (self._flush_waiters and not self.in_flight):
             self._cond.notify_all()
         elif self._room_waiters and len(self._pending) <= self._low_water:
             self._cond.notify_all()  # all: a flush() waiter may sit first in the queue
@@ -211,19 +211,23 @@ class Publisher(PublisherBase):
                 if wait > 0:
                     self._cond.wait(min(wait, 1.0))
                     continue
-                batch = list(self._retry)
-                self._retry.clear()
-            for confirm in batch:  # in the order they were first published
-                self._send_again(confirm)
+                self._start_resend()
+            while self._send_again():  # in the order they were first published
+                pass
 
-    def _send_again(self, confirm: Confirm) -> None:
+    def _send_again(self) -> bool:
+        """Send the next publish of the retry batch again; False once the batch is done."""
         seq = next(self._connection._seq)
         with self._lock:
-            attempts = self._next_attempt(confirm, seq, time.monotonic())
+            taken = self._next_resend(seq, time.monotonic())
+            if taken is None:
+                return False
+            confirm, attempts = taken
             if attempts is None:
                 self._settle_locked(confirm, unsent("not sent again"))
-                return
+                return True
         self._send(seq, attempts.destination, attempts.message, again=True)
+        return True
 
     def _resolved(self, seq: int, outcome: ConfirmOutcome) -> None:
         with self._lock:

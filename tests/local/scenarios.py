@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -128,6 +129,27 @@ def _lines(proc: subprocess.Popen[str], into: list[str]) -> threading.Thread:
     return reader
 
 
+def pause_outside_write_lock(proc: subprocess.Popen[str], path: Path, tries: int = 50) -> None:
+    """SIGSTOP *proc* at a moment it holds no write transaction on the broker file.
+
+    Paused inside one, it would stall every other client of the file until it
+    resumes (SQLite's write lock; docs/embedded-broker.md, "Paused processes"):
+    a stall, not the lease expiry the scenario is about."""
+    for _ in range(tries):
+        os.kill(proc.pid, signal.SIGSTOP)
+        probe = sqlite3.connect(str(path), timeout=0.5, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return
+        except sqlite3.OperationalError:
+            os.kill(proc.pid, signal.SIGCONT)  # paused holding the lock: let it finish, try again
+            time.sleep(0.01)
+        finally:
+            probe.close()
+    raise AssertionError(f"could not pause {proc.pid} outside a write transaction in {tries} tries")
+
+
 def paused_consumer(harness: LocalHarness, pause_s: float = 6.0) -> Result:
     """Issue 20's sequence: A (prefetch 100, lease_timeout 1) holds 30; A is SIGSTOPped for
     *pause_s* while B runs; A resumes; 100 more are published; A is SIGKILLed; B drains;
@@ -145,7 +167,7 @@ def paused_consumer(harness: LocalHarness, pause_s: float = 6.0) -> Result:
         eventually(lambda: len(a_got) >= 30, timeout=60, message="consumer A holding 30")
         drainer = Drainer(url, queue, h)
         drainer.start()
-        os.kill(proc.pid, signal.SIGSTOP)
+        pause_outside_write_lock(proc, harness.path)
         stopped = time.monotonic()
         h.injections += 1
         # A's lease expires after 1 s without a heartbeat: B gets A's 30.

@@ -95,7 +95,9 @@ def test_stream_source_sigkilled_between_commit_and_store(streams: Streams, tmp_
     a = streams.new()
     sent = streams.publish(a, ids_per_cell(600), prefix="m")
     options: dict[str, str | None] = {"consumerReference": streams.reference}
-    first = job(STREAM_URL, a, tmp_path, "first", trigger_s=20.0, batch=200, options=options)
+    # The trigger must outlast batch 0: a batch longer than the interval starts the next at
+    # once, which stores batch 0's offset (20 s was not enough on a loaded 2-core machine).
+    first = job(STREAM_URL, a, tmp_path, "first", trigger_s=120.0, batch=200, options=options)
     try:
         eventually(lambda: (tmp_path / "ck" / "commits" / "0").exists() or first.poll() is not None, 240,
                    message="batch 0 committed")

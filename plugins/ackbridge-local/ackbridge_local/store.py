@@ -245,6 +245,14 @@ class Store:
     # ---- leases ---------------------------------------------------------------------
     def lease(self, queue: str, owner: str, limit: int) -> list[Row]:
         """Lease up to *limit* ready messages to *owner*; OwnerGone if its record was taken over."""
+        # Read first: an idle consumer polls every poll_ms, and a process paused (SIGSTOP,
+        # a frozen VM) inside a write transaction stalls every other client of the file
+        # until it resumes. Only a poll that finds a ready message takes the write lock.
+        if not self._read("SELECT 1 FROM messages WHERE queue=? AND owner IS NULL LIMIT 1", (queue,),
+                          "polling a queue"):
+            if not self._read("SELECT 1 FROM owners WHERE owner=?", (owner,), "reading the owners"):
+                raise OwnerGone(owner)
+            return []
         with self._tx(self._db, "leasing messages") as db:
             if db.execute("SELECT 1 FROM owners WHERE owner=?", (owner,)).fetchone() is None:
                 raise OwnerGone(owner)

@@ -204,6 +204,13 @@ class Link:
                     pass  # already gone: paho notices the loss by itself
         self._end(f"severed: {reason}")
 
+    def lost(self, why: str) -> None:
+        """paho found no connection while sending: end the generation now rather than
+        at its ``on_disconnect``, which comes later. Until then every publish would be
+        answered NO_CONN and join paho's queue, which paho sends after its reconnect;
+        from now on a publish resolves unsent instead and is never sent behind our back."""
+        self._end(why)
+
     def subscribe_topic(self, topic: str) -> None:
         with self.lock:
             self.topics.append(topic)

@@ -276,6 +276,7 @@ class MqttTransport(SyncTransport):
         if not self.v5 and message.headers:
             raise InvalidOptionError("MQTT 3.1.1 cannot carry headers (no user properties); use protocol=5")
         outcome: ConfirmOutcome | None = None
+        gone = False
         props = None
         # A bare body needs no properties: skipping them keeps the hot path as cheap as raw paho.
         if self.v5 and (message.headers or message.message_id or message.correlation_id or message.reply_to
@@ -298,13 +299,17 @@ class MqttTransport(SyncTransport):
                     outcome = refused(f"paho refused the publish: {exc}")
                 else:
                     if info.rc == MQTTErrorCode.MQTT_ERR_NO_CONN:
-                        outcome = unknown("connection lost while publishing")
+                        # paho keeps it and sends it after its reconnect: unknown, not unsent.
+                        outcome = unknown("connection lost while publishing (paho sends it after reconnecting)")
+                        gone = True
                     elif info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
                         outcome = unknown(f"paho could not queue the publish: {paho.error_string(info.rc)}")
                     elif qos == 0:
                         outcome = unknown("QoS 0 publishes are never acknowledged")
                     else:
                         link.pending[info.mid] = seq
+        if gone:
+            link.lost("connection lost while publishing")
         if outcome is not None:
             self.events.confirm(seq, outcome)
 

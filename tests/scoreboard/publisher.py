@@ -160,6 +160,8 @@ def _publish(target: Target, fault: str, mode: str, n: int, h: PubHistory) -> No
                 injector = _inject(target, fault, conn, confirms, h)
                 started_at = i
             elif h.injections and i > started_at and (h.fault_end is None or h.first_confirm_after is None):
+                if h.fault_end is None:
+                    h.published_during_fault += 1
                 time.sleep(PACE_S)  # publishing meets the outage and the recovery at a modest rate
             if h.fault_end is not None:
                 after += 1

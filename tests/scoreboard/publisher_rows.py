@@ -27,6 +27,8 @@ class PubHistory:
     dropped_copies: int = 0
     retransmitted: int = 0
     pending_at_fault: int = 0
+    #: Publishes made while the fault lasted (a broker restart): they met the outage.
+    published_during_fault: int = 0
     injections: int = 0
     fault_end: float | None = None
     first_confirm_after: float | None = None
@@ -56,6 +58,8 @@ class PublisherRow:
     retransmitted: int = 0
     app_duplicates: int = 0
     recovery_s: str = "-"
+    #: Not a column: publishes made while the fault lasted (the row check's evidence for a restart).
+    published_during_fault: int = 0
     #: Messages the broker still held after the drain (ready + unacked), broker-side; None: cannot tell.
     left: int | None = None
     seconds: float = 0.0
@@ -102,7 +106,8 @@ def score(target: Target, fault: str, mode: str, h: PubHistory) -> PublisherRow:
         duplicated=sum(c - 1 for c in h.delivered.values()) + h.dropped_copies,
         recovered=len(delivered & h.indeterminate), retransmitted=h.retransmitted,
         app_duplicates=sum(c - 1 for c in h.delivered.values()),
-        recovery_s="-" if recovery is None else f"{max(recovery, 0.0):.2f}", seconds=h.elapsed_s)
+        recovery_s="-" if recovery is None else f"{max(recovery, 0.0):.2f}", seconds=h.elapsed_s,
+        published_during_fault=h.published_during_fault)
 
 
 def markdown(rows: list[PublisherRow]) -> str:

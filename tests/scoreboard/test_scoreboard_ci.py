@@ -15,6 +15,10 @@ from tests.scoreboard.run import run_cell
 
 #: The workload's consumer prefetch (50) plus its publisher window (200).
 IN_FLIGHT_BOUND = 50 + 200
+#: MQTT: a publish pending at the loss can arrive three times: stored before the loss, sent
+#: again by paho after its own reconnect, and retried by the workload after its unknown
+#: confirm (docs/broker-quirks.md, MQTT). One more: the publish that met paho's NO_CONN.
+MQTT_IN_FLIGHT_BOUND = 50 + 2 * 200 + 1
 
 MARKS = {"mqtt": pytest.mark.mqtt, "rabbitmq": pytest.mark.rabbitmq, "amqp10": pytest.mark.amqp10,
          "nats": pytest.mark.nats, "rabbitmq-streams": pytest.mark.rabbitmq_streams}
@@ -41,4 +45,5 @@ def test_cell_loses_nothing(entry: object, fault: str) -> None:
     assert row.unexpected == 0, markdown([row])
     assert row.delivered >= row.confirmed - int(row.dead_lettered.split("/")[0]), markdown([row])
     # At-least-once duplicates stay within what was in flight when each fault hit.
-    assert row.duplicated <= IN_FLIGHT_BOUND * max(1, row.injections), markdown([row])
+    bound = MQTT_IN_FLIGHT_BOUND if entry.name.startswith("mqtt") else IN_FLIGHT_BOUND  # type: ignore[attr-defined]
+    assert row.duplicated <= bound * max(1, row.injections), markdown([row])

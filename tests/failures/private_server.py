@@ -37,8 +37,11 @@ class PrivateServer:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([self.program, "-c", str(self.dir / self.config)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # The server's log goes to a file, never a pipe nobody reads (a full pipe would
+        # stall the server); a start that fails shows its tail.
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen([self.program, "-c", str(self.dir / self.config)],
+                                         stdout=subprocess.DEVNULL, stderr=log)
         end = time.monotonic() + self.start_timeout
         while True:
             try:
@@ -46,9 +49,19 @@ class PrivateServer:
                 return
             except OSError:
                 if time.monotonic() > end or self.proc.poll() is not None:
-                    err = self.proc.stderr.read() if self.proc.stderr and self.proc.poll() is not None else b""
-                    raise AssertionError(f"private {self.program} did not start: {err!r}") from None
+                    raise AssertionError(f"private {self.program} did not start: {self.log_tail()!r}") from None
                 time.sleep(0.05)
+
+    @property
+    def log(self) -> Path:
+        return self.dir / f"{self.program}.log"
+
+    def log_tail(self, chars: int = 2000) -> str:
+        """The end of the server's log (every start appends to it)."""
+        try:
+            return self.log.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
 
     def kill(self) -> None:
         """SIGKILL: no goodbye, no final save of the store."""

@@ -12,6 +12,7 @@ import base64
 import contextlib
 import json
 import subprocess
+import time
 import urllib.parse
 import urllib.request
 import uuid
@@ -44,9 +45,18 @@ def rabbitmqctl(*args: str) -> str:
 
 
 def queue_counts() -> dict[str, tuple[int, int]]:
-    rows = json.loads(rabbitmqctl("list_queues", "--formatter", "json", "name", "messages_ready",
-                                  "messages_unacknowledged") or "[]")
-    return {r["name"]: (int(r["messages_ready"]), int(r["messages_unacknowledged"])) for r in rows}
+    blank: list[str] = []
+    for _ in range(20):
+        rows = json.loads(rabbitmqctl("list_queues", "--formatter", "json", "name", "messages_ready",
+                                      "messages_unacknowledged") or "[]")
+        blank = [r["name"] for r in rows
+                 if not (str(r["messages_ready"]).isdigit() and str(r["messages_unacknowledged"]).isdigit())]
+        if not blank:
+            return {r["name"]: (int(r["messages_ready"]), int(r["messages_unacknowledged"])) for r in rows}
+        # A queue declared or deleted this instant (by a test on the other worker) lists empty
+        # counts; list again rather than leave a queue out, which callers would read as (0, 0).
+        time.sleep(0.1)
+    raise AssertionError(f"rabbitmqctl list_queues kept listing empty counts for {blank}")
 
 
 def delete_queue(name: str) -> None:

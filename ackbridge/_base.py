@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ackbridge import engine
@@ -82,6 +82,24 @@ class EventRouter:
         publisher = self._publishers.pop(seq, None)
         if publisher is not None:
             publisher._resolved(seq, outcome)
+
+    def confirm_batch(self, outcomes: Sequence[tuple[int, ConfirmOutcome]]) -> None:
+        # Each run of publishes of one publisher (the common case: the whole batch)
+        # is resolved under one lock, with one wake-up.
+        publishers = self._publishers
+        run: list[tuple[int, ConfirmOutcome]] = []
+        owner: Any = None
+        for answer in outcomes:
+            publisher = publishers.pop(answer[0], None)
+            if publisher is None:
+                continue
+            if publisher is not owner and run:
+                owner._resolved_batch(run)
+                run = []
+            owner = publisher
+            run.append(answer)
+        if run:
+            owner._resolved_batch(run)
 
     def failed(self, error: AckbridgeError) -> None:
         for consumer in list(self._consumers.values()):

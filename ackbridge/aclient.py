@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Unpack
 
 from ackbridge import engine
@@ -46,6 +46,9 @@ class _AsyncEvents:
 
     def confirm(self, seq: int, outcome: ConfirmOutcome) -> None:
         self._conn._on_loop(self._router.confirm, seq, outcome)
+
+    def confirm_batch(self, outcomes: Sequence[tuple[int, ConfirmOutcome]]) -> None:
+        self._conn._on_loop(self._router.confirm_batch, list(outcomes))
 
     def failed(self, error: AckbridgeError) -> None:
         self._conn._on_loop(self._router.failed, error)

@@ -12,7 +12,7 @@ import itertools
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ackbridge import engine, guaranteed
@@ -214,6 +214,11 @@ class PublisherBase:
 
     def _resolved(self, seq: int, outcome: ConfirmOutcome) -> None:
         raise NotImplementedError
+
+    def _resolved_batch(self, outcomes: Sequence[tuple[int, ConfirmOutcome]]) -> None:
+        """Many confirms of this publisher at once (``TransportEvents.confirm_batch``)."""
+        for seq, outcome in outcomes:
+            self._resolved(seq, outcome)
 
     def _expire(self) -> None:
         """Resolve (or schedule again) every confirm whose wait has ended."""

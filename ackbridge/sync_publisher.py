@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Unpack
 
 from ackbridge import engine, guaranteed
@@ -176,7 +176,7 @@ class Publisher(PublisherBase):
         for confirm, outcome in self._take_expired(time.monotonic()):
             self._settle_locked(confirm, outcome)
 
-    def _settle_locked(self, confirm: Confirm, outcome: ConfirmOutcome) -> None:
+    def _settle_locked(self, confirm: Confirm, outcome: ConfirmOutcome, *, wake: bool = True) -> None:
         # Nothing to decide or record (no retransmission, no observer): the outcome stands.
         final = outcome if confirm._attempts is None and self._observer is None else self._final(confirm, outcome)
         if final is None:
@@ -184,13 +184,17 @@ class Publisher(PublisherBase):
             return
         confirm._outcome = final
         callbacks, confirm._callbacks = confirm._callbacks, None
+        if wake:
+            self._wake_locked()
+        if callbacks:
+            for callback in callbacks:
+                callback(confirm)
+
+    def _wake_locked(self) -> None:
         if self._waiters or (self._flush_waiters and not self.in_flight):
             self._cond.notify_all()
         elif self._room_waiters and len(self._pending) <= self._low_water:
             self._cond.notify_all()  # all: a flush() waiter may sit first in the queue
-        if callbacks:
-            for callback in callbacks:
-                callback(confirm)
 
     # ---- retransmission (retransmit=True) --------------------------------------------------
     def _schedule_retry_locked(self, confirm: Confirm) -> None:
@@ -234,6 +238,20 @@ class Publisher(PublisherBase):
             confirm = self._pending.pop(seq, None)
             if confirm is not None:
                 self._settle_locked(confirm, outcome)
+
+    def _resolved_batch(self, outcomes: Sequence[tuple[int, ConfirmOutcome]]) -> None:
+        plain = self._observer is None
+        with self._lock:
+            pending = self._pending
+            for seq, outcome in outcomes:
+                confirm = pending.pop(seq, None)
+                if confirm is None:
+                    continue
+                if plain and confirm._attempts is None and confirm._callbacks is None:
+                    confirm._outcome = outcome  # nothing to decide, record or call back
+                else:
+                    self._settle_locked(confirm, outcome, wake=False)
+            self._wake_locked()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every publish so far has an outcome; False if *timeout* passed first."""

@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import ackbridge
@@ -59,6 +59,11 @@ class DirectEvents:
     def confirm(self, seq: int, outcome: ConfirmOutcome) -> None:
         with self.cond:
             self.confirmed += 1
+            self.cond.notify()
+
+    def confirm_batch(self, outcomes: Sequence[tuple[int, ConfirmOutcome]]) -> None:
+        with self.cond:
+            self.confirmed += len(outcomes)
             self.cond.notify()
 
     def generation_ended(self, generation: int, reason: str) -> None:

@@ -178,8 +178,7 @@ def write_loop(transport: LocalTransport) -> None:
                 log.error("ackbridge embedded broker %s: publishing failed unexpectedly", transport.path,
                           exc_info=exc)
                 outcome = refused(f"write failed: {type(exc).__name__}: {exc}")
-        for seq, *_ in batch:
-            transport.events.confirm(seq, outcome)
+        transport.events.confirm_batch([(seq, outcome) for seq, *_ in batch])
         with cond:
             cond.notify_all()
 

@@ -20,6 +20,7 @@ from pika.adapters.select_connection import IOLoop
 
 from ackbridge.errors import ConnectionLostError
 from ackbridge.messages import ConfirmOutcome
+from ackbridge.transport import TransportEvents
 from ackbridge_rabbitmq.errors import channel_error
 
 log = logging.getLogger("ackbridge.rabbitmq")
@@ -114,12 +115,7 @@ def emit(fn: Callable[[], None]) -> None:
         log.exception("ackbridge-rabbitmq: event handler failed")
 
 
-def emit_confirms(confirm: Callable[[int, ConfirmOutcome], None], outcomes: list[tuple[int, ConfirmOutcome]]) -> None:
-    if not outcomes:
-        return
-
-    def deliver() -> None:
-        for seq, outcome in outcomes:
-            confirm(seq, outcome)
-
-    emit(deliver)
+def emit_confirms(events: TransportEvents, outcomes: list[tuple[int, ConfirmOutcome]]) -> None:
+    """Report *outcomes* in one event (a ``multiple`` ack answers many publishes)."""
+    if outcomes:
+        emit(lambda: events.confirm_batch(outcomes))

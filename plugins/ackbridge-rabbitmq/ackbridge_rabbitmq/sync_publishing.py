@@ -72,7 +72,7 @@ class Publishing:
         self._id_prefix = id_prefix
 
     def _emit(self, outcomes: list[tuple[int, ConfirmOutcome]]) -> None:
-        emit_confirms(self.transport.events.confirm, outcomes)
+        emit_confirms(self.transport.events, outcomes)
 
     # ---- any thread ------------------------------------------------------------------
     def publish(self, seq: int, destination: str, message: OutboundMessage) -> None:

@@ -154,12 +154,12 @@ class RabbitSyncTransport(SyncTransport):
         lost = self._publishing.connection_lost(why)
         self._subscriptions.connection_lost()
         if self.state == "closing":
-            emit_confirms(self.events.confirm, lost)
+            emit_confirms(self.events, lost)
             if self._closing_fut is not None and not self._closing_fut.done():
                 self._closing_fut.set_result(None)
             return
         old = self.next_generation()
-        emit_confirms(self.events.confirm, lost)
+        emit_confirms(self.events, lost)
         emit(lambda: self.events.generation_ended(old, why))
         log.warning("ackbridge-rabbitmq: %s: %s", self.url.redacted, why)
         if self.settings.reconnect:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ackbridge import engine
+from ackbridge import engine, handles
 from ackbridge.capabilities import Capabilities, Verb
 from ackbridge.engine import AckBook
 from ackbridge.errors import AckbridgeError
@@ -65,12 +65,15 @@ class EventRouter:
     """Hands each transport event to the consumer or publisher it belongs to. Both
     faces route through it; the async face first moves the event onto its loop."""
 
-    __slots__ = ("_consumers", "_observer", "_publishers")
+    __slots__ = ("_consumers", "_observer", "_publishers", "reply")
 
-    def __init__(self, consumers: Mapping[str, Any], publishers: dict[int, Any], observer: Any = None) -> None:
+    def __init__(self, consumers: Mapping[str, Any], publishers: dict[int, Any], observer: Any,
+                 reply: Callable[[InboundMessage], None]) -> None:
         self._consumers = consumers
         self._publishers = publishers
         self._observer = observer
+        #: A labelled acknowledgement arrived in the reply inbox.
+        self.reply = reply
 
     def deliver(self, subscription: str, message: InboundMessage) -> None:
         consumer = self._consumers.get(subscription)
@@ -148,6 +151,14 @@ class ConnectionBase:
         found = self._acks.add_reply(message)
         if found is not None:
             self._add_ack(*found)
+
+    @staticmethod
+    def _reply(delivery: DeliveryBase, label: str, status: int, payload: Any,
+               reserved: bool) -> tuple[str, bytes, dict[str, Any]]:
+        """Where the labelled acknowledgement *label* of *delivery* goes, its body and publish options."""
+        reply = engine.reply_for(delivery, label, status, payload, reserved=reserved)
+        return (delivery.reply_to or "", reply.body, {"headers": reply.headers, "correlation_id": reply.correlation_id,
+                                                       "content_type": reply.content_type, "persistent": False})
 
     def _plan_consumer(self, source: str, handler: object, options: Any) -> engine.ConsumerPlan:
         """What ``consume()`` subscribes with (both faces)."""
@@ -249,11 +260,20 @@ class ConsumerBase:
 class DeliveryBase:
     """A received message with its settlement state. Twins add the verbs."""
 
-    __slots__ = ("_record", "broker")
+    __slots__ = ("_consumer", "_record", "broker")
+    _consumer: Any  # the face's consumer, which settles it
 
-    def __init__(self, record: Record, broker: str) -> None:
+    def __init__(self, record: Record, broker: str, consumer: Any) -> None:
         self._record = record
         self.broker = broker
+        self._consumer = consumer
+
+    @property
+    def ack_handle(self) -> str:
+        """This delivery's ack handle, which any connection to the broker may settle
+        (``Connection.settle_handles``); UnsupportedVerbError where acks are bound to
+        the receiving connection (see :mod:`ackbridge.handles`)."""
+        return handles.handle_of(self._consumer._connection.capabilities, self._record.message)
 
     @property
     def _message(self) -> InboundMessage:

@@ -39,7 +39,8 @@ class _AsyncEvents:
 
     def __init__(self, connection: AsyncConnection) -> None:
         self._conn = connection
-        self._router = EventRouter(connection._consumers, connection._publishers, connection._observer)
+        self._router = EventRouter(connection._consumers, connection._publishers, connection._observer,
+                                   connection._on_reply)
 
     def deliver(self, subscription: str, message: InboundMessage) -> None:
         self._conn._on_loop(self._router.deliver, subscription, message)
@@ -57,7 +58,7 @@ class _AsyncEvents:
         self._conn._on_loop(self._router.generation_ended, generation, reason)
 
     def reply(self, message: InboundMessage) -> None:
-        self._conn._on_loop(self._conn._on_reply, message)
+        self._conn._on_loop(self._router.reply, message)
 
 
 class AsyncConnection(ConnectionBase):
@@ -234,7 +235,5 @@ class AsyncConnection(ConnectionBase):
     async def issue_ack(self, delivery: DeliveryBase, label: str, status: int = 200, payload: Any = None, *,
                         reserved: bool = False) -> AsyncConfirm:
         """See :meth:`ackbridge.client.Connection.issue_ack`."""
-        reply = engine.reply_for(delivery, label, status, payload, reserved=reserved)
-        return await self.publish(delivery.reply_to or "", reply.body, headers=reply.headers,
-                                  correlation_id=reply.correlation_id, content_type=reply.content_type,
-                                  persistent=False)
+        destination, body, options = self._reply(delivery, label, status, payload, reserved)
+        return await self.publish(destination, body, **options)

@@ -16,7 +16,7 @@ from ackbridge.engine import BatchResult
 from ackbridge.errors import AckbridgeError, ConfigurationError, SettlementError
 from ackbridge.guaranteed import ConsumerGuard
 from ackbridge.messages import InboundMessage, WireSettle, WireVerb
-from ackbridge.settlement import Ledger, Record
+from ackbridge.settlement import Ledger
 
 if TYPE_CHECKING:
     from ackbridge.aclient import AsyncConnection
@@ -30,11 +30,8 @@ AsyncHandler = Callable[["AsyncDelivery"], Awaitable[object] | object]
 class AsyncDelivery(DeliveryBase):
     """A received message (asyncio face). Settle it exactly once: await ack, requeue/nack or reject."""
 
-    __slots__ = ("_consumer",)
-
-    def __init__(self, record: Record, broker: str, consumer: AsyncConsumer) -> None:
-        super().__init__(record, broker)
-        self._consumer = consumer
+    __slots__ = ()
+    _consumer: AsyncConsumer
 
     async def ack(self) -> None:
         """See :meth:`ackbridge.Delivery.ack`."""
@@ -55,11 +52,6 @@ class AsyncDelivery(DeliveryBase):
     async def acknowledge(self, label: str, status: int = 200, payload: Any = None) -> AsyncConfirm:
         """See :meth:`ackbridge.Delivery.acknowledge`."""
         return await self._consumer._connection.issue_ack(self, label, status, payload)
-
-    @property
-    def ack_handle(self) -> str:
-        """See :attr:`ackbridge.Delivery.ack_handle`."""
-        return handles.handle_of(self._consumer._connection.capabilities, self._record.message)
 
     @contextlib.asynccontextmanager
     async def process(self, *, requeue: bool = False) -> AsyncIterator[AsyncDelivery]:

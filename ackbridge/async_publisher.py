@@ -8,7 +8,7 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ackbridge import engine, guaranteed
-from ackbridge.errors import AckbridgeError, InvalidLabelError
+from ackbridge.errors import AckbridgeError
 from ackbridge.labels import AckCollector, AggregatedAcks
 from ackbridge.messages import ConfirmOutcome, OutboundMessage, unknown, unsent
 from ackbridge.publishing import ConfirmBase, PublisherBase, PublishOptions, build_message
@@ -75,9 +75,8 @@ class AsyncConfirm(ConfirmBase):
 
     async def wait_acks(self, timeout: float | None = None) -> AggregatedAcks:
         """Wait for the labelled acknowledgements this publish requested (``requested_acks``)."""
-        if self._acks is None:
-            raise InvalidLabelError("this publish requested no acknowledgements (use requested_acks=...)")
-        return await self._acks.wait(timeout)
+        waiter: _AsyncAckWaiter = self._requested_acks()
+        return await waiter.wait(timeout)
 
 
 class _AsyncAckWaiter:

@@ -19,7 +19,7 @@ from ackbridge.engine import BatchResult
 from ackbridge.errors import AckbridgeError
 from ackbridge.keywords import ConsumeOptions, PublisherOptions
 from ackbridge.labels import LabelAck
-from ackbridge.messages import InboundMessage, QueueInfo, WireVerb
+from ackbridge.messages import QueueInfo, WireVerb
 from ackbridge.publishing import PublishOptions
 from ackbridge.sync_consumer import Consumer, Delivery, Handler
 from ackbridge.sync_publisher import Confirm, Publisher, _AckWaiter
@@ -27,20 +27,6 @@ from ackbridge.transport import SyncTransport
 from ackbridge.urls import BrokerURL
 
 __all__ = ["Confirm", "Connection", "Consumer", "Delivery", "Handler", "Publisher"]
-
-
-class _Events(EventRouter):
-    """The transport's view of a :class:`Connection` (its ``TransportEvents``): kept
-    apart so the transport callbacks are not part of the public API."""
-
-    __slots__ = ("_acks_reply",)
-
-    def __init__(self, connection: Connection) -> None:
-        super().__init__(connection._consumers, connection._publishers, connection._observer)
-        self._acks_reply = connection._on_reply
-
-    def reply(self, message: InboundMessage) -> None:
-        self._acks_reply(message)
 
 
 class Connection(ConnectionBase):
@@ -59,7 +45,10 @@ class Connection(ConnectionBase):
         self._publishers: dict[int, Publisher] = {}
         self._default_publisher: Publisher | None = None
         self._collect_cond = threading.Condition()
-        self._transport = transport_type(url, transport_options, _Events(self))
+        # The transport's events go to a router, not to this object: the callbacks
+        # are not part of the public API.
+        events = EventRouter(self._consumers, self._publishers, self._observer, self._on_reply)
+        self._transport = transport_type(url, transport_options, events)
 
     def __repr__(self) -> str:
         return f"<ackbridge.Connection {self.url.redacted}>"
@@ -221,7 +210,5 @@ class Connection(ConnectionBase):
         Applications use :meth:`Delivery.acknowledge`; ``reserved=True`` lets an
         integration issue a reserved label it owns (the Spark source's
         ``spark-committed``)."""
-        reply = engine.reply_for(delivery, label, status, payload, reserved=reserved)
-        return self.publish(delivery.reply_to or "", reply.body, headers=reply.headers,
-                            correlation_id=reply.correlation_id, content_type=reply.content_type,
-                            persistent=False)
+        destination, body, options = self._reply(delivery, label, status, payload, reserved)
+        return self.publish(destination, body, **options)

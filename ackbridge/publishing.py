@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from ackbridge import engine, guaranteed
 from ackbridge.backoff import Backoff
-from ackbridge.errors import AckbridgeError, ConnectionLostError, InvalidOptionError
+from ackbridge.errors import AckbridgeError, ConnectionLostError, InvalidLabelError, InvalidOptionError
 from ackbridge.labels import BROKER_PERSISTED, REQUESTED_ACKS_HEADER
 from ackbridge.messages import ConfirmOutcome, ConfirmStatus, OutboundMessage, unknown, unsent
 
@@ -144,6 +144,12 @@ class ConfirmBase:
 
     def __repr__(self) -> str:
         return engine.confirm_repr(self)
+
+    def _requested_acks(self) -> Any:
+        """The labelled-ack waiter, for ``wait_acks``; InvalidLabelError when none was asked."""
+        if self._acks is None:
+            raise InvalidLabelError("this publish requested no acknowledgements (use requested_acks=...)")
+        return self._acks
 
 
 class PublisherBase:

@@ -28,7 +28,8 @@ Handler = Callable[["Delivery"], object]
 class Delivery(DeliveryBase):
     """A received message. Settle it exactly once: ack, requeue/nack or reject."""
 
-    __slots__ = ("_consumer",)
+    __slots__ = ()
+    _consumer: Consumer
 
     def __init__(self, record: Record, broker: str, consumer: Consumer) -> None:
         # Slots set here rather than through super().__init__: one call less per message.
@@ -70,13 +71,6 @@ class Delivery(DeliveryBase):
     def acknowledge(self, label: str, status: int = 200, payload: Any = None) -> Confirm:
         """Issue a labelled acknowledgement this message's publisher requested."""
         return self._consumer._connection.issue_ack(self, label, status, payload)
-
-    @property
-    def ack_handle(self) -> str:
-        """This delivery's ack handle, which any connection to the broker may settle
-        (``Connection.settle_handles``); UnsupportedVerbError where acks are bound to
-        the receiving connection (see :mod:`ackbridge.handles`)."""
-        return handles.handle_of(self._consumer._connection.capabilities, self._record.message)
 
 
 class Consumer(ConsumerBase):

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Unpack
 
 from ackbridge import engine, guaranteed
-from ackbridge.errors import AckbridgeError, InvalidLabelError
+from ackbridge.errors import AckbridgeError
 from ackbridge.labels import AckCollector, AggregatedAcks
 from ackbridge.messages import ConfirmOutcome, OutboundMessage, unsent
 from ackbridge.publishing import ConfirmBase, PublisherBase, PublishOptions, build_message
@@ -82,9 +82,8 @@ class Confirm(ConfirmBase):
 
     def wait_acks(self, timeout: float | None = None) -> AggregatedAcks:
         """The aggregated labelled acknowledgements this publish requested."""
-        if self._acks is None:
-            raise InvalidLabelError("this publish requested no acknowledgements (use requested_acks=...)")
-        return self._acks.wait(timeout)
+        waiter: _AckWaiter = self._requested_acks()
+        return waiter.wait(timeout)
 
 
 class _AckWaiter:

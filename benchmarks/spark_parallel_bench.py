@@ -19,7 +19,7 @@ this process) are measured over the same span. Spark session start-up and one
 warm-up query are excluded.
 
 usage: .venv/bin/python benchmarks/spark_parallel_bench.py [--messages 150000] [--sizes 256,4096]
-       [--batch 25000] [--prefetch 2000]
+       [--batch 25000] [--prefetch 2000] [--trigger 0.5] [--write-ahead]
 """
 
 from __future__ import annotations
@@ -201,15 +201,21 @@ def steady_rate(progress: list[Any]) -> int:
     return round(sum(p["numInputRows"] for p in later) / span) if span > 0 else 0
 
 
-def spark_run(spark: Any, queue: str, n: int, batch: int, parallelism: int, work: Path) -> dict[str, Any]:
+def spark_run(spark: Any, queue: str, n: int, batch: int, parallelism: int, work: Path,
+              trigger: float = 0.5, write_ahead: bool = False) -> dict[str, Any]:
     table, ck = work / f"t-{queue}", work / f"ck-{queue}"
-    frame = (spark.readStream.format("ackbridge").option("url", URL).option("queue", queue)
-             .option("maxRecordsPerBatch", str(batch)).option("parallelism", str(parallelism)).load())
+    reader = (spark.readStream.format("ackbridge").option("url", URL).option("queue", queue)
+              .option("maxRecordsPerBatch", str(batch)).option("parallelism", str(parallelism)))
+    if write_ahead:  # payloads go to executors as files, also with parallelism=1
+        reader = reader.option("writeAheadPath", str(work / f"wal-{queue}"))
+    frame = reader.load()
     before = cpu_snapshot()
     start = time.time()
-    query = (frame.select("message_id", "body", "source").writeStream.format("parquet")
-             .option("path", str(table)).option("checkpointLocation", str(ck))
-             .trigger(processingTime="0.5 seconds").start())
+    writer = (frame.select("message_id", "body", "source").writeStream.format("parquet")
+              .option("path", str(table)).option("checkpointLocation", str(ck)))
+    if trigger > 0:  # 0: Spark's default trigger, each batch as soon as the last ended
+        writer = writer.trigger(processingTime=f"{trigger} seconds")
+    query = writer.start()
     try:
         # Done when Spark reports batches covering all n rows (progress comes after a
         # batch committed; polling the query is cheap). The management API's counters
@@ -241,6 +247,10 @@ def main() -> None:
     parser.add_argument("--sizes", default="256,4096")
     parser.add_argument("--batch", type=int, default=25_000, help="maxRecordsPerBatch")
     parser.add_argument("--prefetch", type=int, default=2000, help="raw drain prefetch per consumer")
+    parser.add_argument("--trigger", type=float, default=0.5,
+                        help="processingTime trigger in seconds; 0: Spark's default (as soon as possible)")
+    parser.add_argument("--write-ahead", action="store_true",
+                        help="set writeAheadPath: payloads reach executors as files with parallelism=1 too")
     args = parser.parse_args()
     from pyspark.sql import SparkSession
 
@@ -272,7 +282,8 @@ def main() -> None:
                             row = {"msgs/s": round(rate), "cpu_s": {"consumer processes": round(cpu, 1)},
                                    "messages": got}
                         else:
-                            row = spark_run(spark, queue, args.messages, args.batch, k, work)
+                            row = spark_run(spark, queue, args.messages, args.batch, k, work, args.trigger,
+                                            args.write_ahead)
                         break
                     except Exception as exc:  # the shared broker was restarted under the run: redo it
                         print(f"# {label} x{k} at {size} B, attempt {attempt + 1}: {type(exc).__name__}; "

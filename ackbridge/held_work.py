@@ -73,7 +73,7 @@ class HeldWork:
         """The connection went: held publishes end unsent, held settlements are dropped."""
         if self.publishes:
             held, self.publishes = self.publishes, []
-            for seq, _generation, _prepared in held:
-                self._events.confirm(seq, unsent(f"{reason}; the held publish was never sent"))
+            outcome = unsent(f"{reason}; the held publish was never sent")
+            self._events.confirm_batch([(seq, outcome) for seq, _generation, _prepared in held])
         if self.writes:
             self.writes = []

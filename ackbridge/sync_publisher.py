@@ -239,16 +239,11 @@ class Publisher(PublisherBase):
                 self._settle_locked(confirm, outcome)
 
     def _resolved_batch(self, outcomes: Sequence[tuple[int, ConfirmOutcome]]) -> None:
-        plain = self._observer is None
         with self._lock:
             pending = self._pending
             for seq, outcome in outcomes:
                 confirm = pending.pop(seq, None)
-                if confirm is None:
-                    continue
-                if plain and confirm._attempts is None and confirm._callbacks is None:
-                    confirm._outcome = outcome  # nothing to decide, record or call back
-                else:
+                if confirm is not None:
                     self._settle_locked(confirm, outcome, wake=False)
             self._wake_locked()
 

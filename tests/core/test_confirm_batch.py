@@ -26,7 +26,6 @@ class HoldFirstSends:
         self.first: list[int] = []
         self.seen: set[str | None] = set()
         self.events: Any = None
-        self.publisher: Any = None
 
     def sent(self, seq: int, message: OutboundMessage, events: Any) -> None:
         self.events = events
@@ -38,8 +37,9 @@ class HoldFirstSends:
 
 
 def _mixed_answers(first: list[int]) -> list[tuple[int, Any]]:
-    # Publishes 0-3 went through publisher a, 4-7 through b (retransmit=True), sent
-    # a, b, a, b...: the batch answers them interleaved, with a seq nobody sent.
+    # The publishes alternate between publisher a and b (retransmit=True): a, b, a, b...
+    # One batch answers them all, with a seq nobody sent; b's first is refused, b's
+    # second has an unknown outcome.
     answers: list[tuple[int, Any]] = [(10_000, CONFIRMED)]
     for index, seq in enumerate(first):
         if index == 1:

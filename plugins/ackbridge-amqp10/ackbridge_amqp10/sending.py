@@ -150,7 +150,8 @@ class Sending:
         pending, out.pending = list(out.pending), {}
         for seq in pending:
             self._seq_out.pop(seq, None)
-            self.t.events.confirm(seq, result)
+        if pending:
+            self.t.events.confirm_batch([(seq, result) for seq in pending])
 
     def fail_all(self, reason: str) -> None:
         """The connection is ending: every unconfirmed publish is unknown."""

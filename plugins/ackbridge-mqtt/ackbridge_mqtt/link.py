@@ -280,9 +280,9 @@ class Link:
             self.queue.clear()
             self.blocked_on = None
             self.qos_of.clear()
-        events = self.owner.events
-        for seq in lost:
-            events.confirm(seq, unknown(f"connection lost before the broker answered ({why})"))
+        if lost:
+            outcome = unknown(f"connection lost before the broker answered ({why})")
+            self.owner.events.confirm_batch([(seq, outcome) for seq in lost])
         if self.role == "consumer":
             self.owner.consumer_generation_ended(self, old, why)
 

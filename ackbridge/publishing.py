@@ -212,6 +212,7 @@ class PublisherBase:
         if observer is None:
             return
         confirm._destination = destination
+        confirm._span = None
         if observer.tracer is not None:
             from ackbridge.observability.tracing import start_publish
 

@@ -18,8 +18,13 @@ driver JVM, the source runner, the reader processes, Spark's Python workers,
 this process) are measured over the same span. Spark session start-up and one
 warm-up query are excluded.
 
+The driver JVM's CPU in a short run is mostly its JIT compiler (C2) compiling
+Spark's hot paths: ``--warm`` sizes the warm-up query, ``--jvm-options`` passes
+e.g. ``-XX:TieredStopAtLevel=1`` (see docs/benchmarks.md).
+
 usage: .venv/bin/python benchmarks/spark_parallel_bench.py [--messages 150000] [--sizes 256,4096]
-       [--batch 25000] [--prefetch 2000] [--trigger 0.5] [--write-ahead]
+       [--batch 25000] [--prefetch 2000] [--trigger 0.5] [--write-ahead] [--warm 5000] [--rounds 1]
+       [--jvm-options "-XX:TieredStopAtLevel=1"]
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import json
 import multiprocessing as mp
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -165,19 +171,47 @@ def _kind(proc: psutil.Process) -> str:
     return "other Python (source runner, planner)"
 
 
-def cpu_snapshot() -> dict[int, tuple[str, float]]:
+def _jvm_threads(pid: int) -> dict[str, float]:
+    """CPU seconds of the driver JVM's threads by what they do (Linux /proc): its JIT
+    compilers, its garbage collector, and the rest (tasks, scheduling, RPC)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found = {"driver JVM: JIT compilers": 0.0, "driver JVM: GC": 0.0, "driver JVM: tasks and the rest": 0.0}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        seconds = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        if "CompilerThre" in name:
+            found["driver JVM: JIT compilers"] += seconds
+        elif name.startswith(("GC Thread", "G1 ")):
+            found["driver JVM: GC"] += seconds
+        else:
+            found["driver JVM: tasks and the rest"] += seconds
+    return found
+
+
+def cpu_snapshot() -> dict[int | str, tuple[str, float]]:
     me = psutil.Process()
-    found: dict[int, tuple[str, float]] = {}
+    found: dict[int | str, tuple[str, float]] = {}
     for proc in [me, *me.children(recursive=True)]:
         try:
             t = proc.cpu_times()
-            found[proc.pid] = (_kind(proc), t.user + t.system)
+            kind = _kind(proc)
+            found[proc.pid] = (kind, t.user + t.system)
+            if kind == "driver JVM" and os.path.isdir(f"/proc/{proc.pid}/task"):
+                for part, seconds in _jvm_threads(proc.pid).items():
+                    found[f"{proc.pid}:{part}"] = (part, seconds)
         except psutil.Error:
             continue
     return found
 
 
-def cpu_by_kind(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
+def cpu_by_kind(before: dict[int | str, tuple[str, float]], after: dict[int | str, tuple[str, float]]
+                ) -> dict[str, float]:
     total: dict[str, float] = {}
     for pid, (kind, cpu) in after.items():
         total[kind] = total.get(kind, 0.0) + cpu - before.get(pid, (kind, 0.0))[1]
@@ -251,6 +285,11 @@ def main() -> None:
                         help="processingTime trigger in seconds; 0: Spark's default (as soon as possible)")
     parser.add_argument("--write-ahead", action="store_true",
                         help="set writeAheadPath: payloads reach executors as files with parallelism=1 too")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat every cell; ratios are paired per round")
+    parser.add_argument("--warm", type=int, default=5000,
+                        help="messages of the warm-up query (the JIT compiles Spark's hot paths during it)")
+    parser.add_argument("--jvm-options", default="",
+                        help="spark.driver.extraJavaOptions, e.g. -XX:TieredStopAtLevel=1 (C1 only: no C2 compiles)")
     args = parser.parse_args()
     from pyspark.sql import SparkSession
 
@@ -258,17 +297,18 @@ def main() -> None:
 
     spark = (SparkSession.builder.master("local[2]").appName("ackbridge-parallel-bench")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.pyspark.python", sys.executable).getOrCreate())
+             .config("spark.pyspark.python", sys.executable)
+             .config("spark.driver.extraJavaOptions", args.jvm_options).getOrCreate())
     spark.sparkContext.setLogLevel("WARN")
     ackbridge_spark.register(spark)
     work = Path(tempfile.mkdtemp(prefix="ackbridge-pbench-"))
     results: list[dict[str, Any]] = []
     try:
         warm = f"bench-warm-{uuid.uuid4().hex[:6]}"
-        publish(warm, 5000, 256)
-        spark_run(spark, warm, 5000, args.batch, 2, work)
+        publish(warm, args.warm, 256)
+        spark_run(spark, warm, args.warm, args.batch, 2, work, args.trigger, args.write_ahead)
         delete(warm)
-        for size in (int(s) for s in args.sizes.split(",")):
+        for size, round_no in ((int(s), r) for s in args.sizes.split(",") for r in range(1, args.rounds + 1)):
             for label, kind, k in (("raw drain", "raw", 1), ("raw drain", "raw", 2),
                                    ("spark->parquet", "spark", 1), ("spark->parquet", "spark", 2)):
                 for attempt in range(3):
@@ -294,18 +334,24 @@ def main() -> None:
                         delete(queue)
                 else:
                     raise SystemExit(f"{label} x{k} at {size} B failed three times")
-                row = {"size": size, "run": f"{label} x{k}", **row,
+                row = {"size": size, "round": round_no, "run": f"{label} x{k}", **row,
                        "MB/s": round(row["msgs/s"] * size / 1e6, 1)}
                 print(json.dumps(row), flush=True)
                 results.append(row)
         for size in (int(s) for s in args.sizes.split(",")):
-            rows = {r["run"]: r["msgs/s"] for r in results if r["size"] == size}
-            steady = {r["run"]: r.get("steady msgs/s", 0) for r in results if r["size"] == size}
             for k in (1, 2):
-                ratio = rows[f"spark->parquet x{k}"] / rows[f"raw drain x{k}"]
-                later = steady[f"spark->parquet x{k}"] / rows[f"raw drain x{k}"]
-                print(f"size {size} B: spark parallelism={k} / raw drain {k} consumer(s) = {ratio:.2f} "
-                      f"(after the first batch: {later:.2f})")
+                # Paired: each round's Spark rate over the same round's raw drain (the shared
+                # broker's rate moves between rounds; a lone slow drain flatters Spark).
+                ratios, later = [], []
+                for round_no in range(1, args.rounds + 1):
+                    rows = {r["run"]: r for r in results if r["size"] == size and r["round"] == round_no}
+                    raw, spark_row = rows[f"raw drain x{k}"]["msgs/s"], rows[f"spark->parquet x{k}"]
+                    ratios.append(spark_row["msgs/s"] / raw)
+                    later.append(spark_row.get("steady msgs/s", 0) / raw)
+                print(f"size {size} B: spark parallelism={k} / raw drain {k} consumer(s) = "
+                      f"{' '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f}); "
+                      f"after the first batch: {' '.join(f'{r:.2f}' for r in later)} "
+                      f"(median {statistics.median(later):.2f})")
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)

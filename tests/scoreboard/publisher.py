@@ -8,7 +8,8 @@ queue while a consumer takes them online and acks them; at n/2 the fault hits:
 * ``broker-restart``: the broker is stopped or SIGKILLed and started again
   (:mod:`tests.scoreboard.publisher_targets`);
 * ``process-kill`` (embedded): the publisher's process, which holds the
-  embedded broker, is SIGKILLed.
+  embedded broker, is SIGKILLed while its last publishes (half the window)
+  are held in its group commit (the fault seam's ``hold_writes``).
 
 Two modes: ``plain`` (each id published once; unknowns are counted, LOST =
 confirmed and never delivered must be 0) and ``retransmit``
@@ -224,6 +225,7 @@ def _inject(target: Target, fault: str, conn: Any, confirms: list[Any], h: PubHi
 # ---- the embedded broker: its publisher's process SIGKILLed -------------------------------------
 _KILLED_PUBLISHER = textwrap.dedent("""
     import sys, threading, ackbridge
+    from ackbridge.testing.faults import faults
     url, queue, run, n, WINDOW = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
     lock = threading.Lock()
     def done(confirm):
@@ -231,12 +233,20 @@ _KILLED_PUBLISHER = textwrap.dedent("""
             print(confirm.outcome.status.value, confirm.message_id, flush=True)
     conn = ackbridge.connect(url)
     publisher = conn.publisher(window=WINDOW)
+    held = min(n // 2, WINDOW // 2)  # within the window: the held publishes never wait for room
     for i in range(n):
+        if i == n - held:
+            # The rest confirmed; the last ones stay in the group commit (held), so
+            # confirms are pending when the kill comes, however fast this process ran
+            # ahead of the reader of its output.
+            publisher.flush()
+            faults(conn).hold_writes(True)
         message_id = f"{run}-{i}"
         with lock:
             print("attempted", message_id, flush=True)
         publisher.publish(queue, message_id.encode(), message_id=message_id).add_done_callback(done)
-    publisher.flush()
+    with lock:
+        print("held -", flush=True)
     import time; time.sleep(600)
 """)
 
@@ -247,7 +257,6 @@ def _publish_killed(target: Target, mode: str, n: int, h: PubHistory) -> None:
                              str(WINDOW)],
                             stdout=subprocess.PIPE, text=True, env=dict(os.environ))
     assert proc.stdout is not None
-    resolved = 0
     try:
         for line in proc.stdout:
             if not line.endswith("\n"):
@@ -256,12 +265,12 @@ def _publish_killed(target: Target, mode: str, n: int, h: PubHistory) -> None:
             if kind == "attempted":
                 h.attempted.add(message_id)
                 continue
-            h.outcome(message_id, ConfirmStatus(kind))
-            resolved += 1
-            if resolved == n // 2:
+            if kind == "held":  # the last publishes held in the group commit, the rest confirmed
                 os.kill(proc.pid, signal.SIGKILL)  # the broker goes with it, confirms pending
                 h.injections += 1
                 h.fault_end = time.monotonic()
+                continue
+            h.outcome(message_id, ConfirmStatus(kind))
         # The pipe keeps what was printed before the kill: read to its end.
     finally:
         if proc.poll() is None:

@@ -10,8 +10,8 @@ from typing import Any
 
 from ackbridge import engine, handles
 from ackbridge.capabilities import Capabilities, Verb
-from ackbridge.engine import AckBook
-from ackbridge.errors import AckbridgeError
+from ackbridge.engine import AckBook, BatchResult
+from ackbridge.errors import AckbridgeError, SettlementError
 from ackbridge.guaranteed import ConsumerGuard
 from ackbridge.labels import LabelAck, requested_labels
 from ackbridge.messages import ConfirmOutcome, InboundMessage, WireSettle, WireVerb
@@ -221,6 +221,27 @@ class ConsumerBase:
         if self._guard is not None:
             self._guard.acked(r.message for r in records)
         return self._ledger.ack_through(records[-1])
+
+    def _plan_batch(self, deliveries: Sequence[DeliveryBase], verb: WireVerb) -> tuple[list[WireSettle], BatchResult]:
+        """``settle_batch``'s decisions: one cumulative ack where it settles exactly
+        *deliveries*, else each on its own (a refused one is counted, never raised),
+        then every conflated ack; the ops to send, in order, and the result."""
+        result = BatchResult()
+        records = [d._record for d in deliveries]
+        ops = self._decide_batch(records, verb)
+        if ops is not None:
+            result.settled, result.cumulative = len(records), True
+        else:
+            ops = []
+            for record in records:
+                try:
+                    ops += self._decide(record, verb)
+                except SettlementError:
+                    result.refused += 1
+                else:
+                    result.settled += 1
+        ops += self._ledger.flush()
+        return ops, result
 
     def _end_generation(self, generation: int) -> None:
         """Forget what *generation* delivered: its deliveries went stale."""

@@ -1,15 +1,13 @@
 """The asyncio twin of :mod:`ackbridge.client`: same classes, same method names.
 
-Transport events may come from any thread; they are moved onto the event loop
-before they touch any state here.
+Transport events may come from any thread; :mod:`ackbridge.loop_handoff` moves
+them onto the event loop before they touch any state here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, Unpack
 
 from ackbridge import engine
@@ -23,42 +21,13 @@ from ackbridge.engine import BatchResult
 from ackbridge.errors import AckbridgeError
 from ackbridge.keywords import ConsumeOptions, PublisherOptions
 from ackbridge.labels import LabelAck
-from ackbridge.messages import ConfirmOutcome, InboundMessage, QueueInfo, WireVerb
+from ackbridge.loop_handoff import LoopEvents, LoopHandoff
+from ackbridge.messages import QueueInfo, WireVerb
 from ackbridge.publishing import PublishOptions
 from ackbridge.transport import AsyncTransport
 from ackbridge.urls import BrokerURL
 
 __all__ = ["AsyncConfirm", "AsyncConnection", "AsyncConsumer", "AsyncDelivery", "AsyncHandler", "AsyncPublisher"]
-
-
-class _AsyncEvents:
-    """The transport's view of an :class:`AsyncConnection` (its ``TransportEvents``),
-    callable from any thread: each event is moved onto the event loop first."""
-
-    __slots__ = ("_conn", "_router")
-
-    def __init__(self, connection: AsyncConnection) -> None:
-        self._conn = connection
-        self._router = EventRouter(connection._consumers, connection._publishers, connection._observer,
-                                   connection._on_reply)
-
-    def deliver(self, subscription: str, message: InboundMessage) -> None:
-        self._conn._on_loop(self._router.deliver, subscription, message)
-
-    def confirm(self, seq: int, outcome: ConfirmOutcome) -> None:
-        self._conn._on_loop(self._router.confirm, seq, outcome)
-
-    def confirm_batch(self, outcomes: Sequence[tuple[int, ConfirmOutcome]]) -> None:
-        self._conn._on_loop(self._router.confirm_batch, list(outcomes))
-
-    def failed(self, error: AckbridgeError) -> None:
-        self._conn._on_loop(self._router.failed, error)
-
-    def generation_ended(self, generation: int, reason: str) -> None:
-        self._conn._on_loop(self._router.generation_ended, generation, reason)
-
-    def reply(self, message: InboundMessage) -> None:
-        self._conn._on_loop(self._router.reply, message)
 
 
 class AsyncConnection(ConnectionBase):
@@ -73,16 +42,15 @@ class AsyncConnection(ConnectionBase):
                  transport_options: Mapping[str, Any]) -> None:
         super().__init__(url, options)
         self._loop = asyncio.get_running_loop()
-        self._loop_thread = threading.get_ident()
         self._consumers: dict[str, AsyncConsumer] = {}
         self._publishers: dict[int, AsyncPublisher] = {}
         self._default_publisher: AsyncPublisher | None = None
         self._inbox_lock = asyncio.Lock()
         self._collect_changed = asyncio.Condition()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._inbound: deque[tuple[Callable[..., None], tuple[Any, ...]]] = deque()
-        self._drain_scheduled = False
-        self._transport = transport_type(url, transport_options, _AsyncEvents(self))
+        # Transport events reach the router on this loop, whatever thread reports them.
+        router = EventRouter(self._consumers, self._publishers, self._observer, self._on_reply)
+        self._transport = transport_type(url, transport_options, LoopEvents(router, LoopHandoff(self._loop)))
 
     def __repr__(self) -> str:
         return f"<ackbridge.AsyncConnection {self.url.redacted}>"
@@ -168,41 +136,11 @@ class AsyncConnection(ConnectionBase):
             await self._transport.settle_handles_async(unique, verb)
         return result
 
-    # ---- transport events (any thread), through _AsyncEvents ------------------------
-    def _on_loop(self, fn: Callable[..., None], *args: Any) -> None:
-        if threading.get_ident() == self._loop_thread:
-            fn(*args)
-            return
-        # From a transport's I/O thread: queue it, and wake the loop once per burst
-        # rather than once per event (one call_soon_threadsafe per delivery was the
-        # async face's main cost over the sync one). One queue keeps the order of
-        # deliveries, confirms and generation ends as the transport reported them.
-        self._inbound.append((fn, args))
-        if not self._drain_scheduled:
-            self._drain_scheduled = True
-            if not self._loop.is_closed():
-                try:
-                    self._loop.call_soon_threadsafe(self._drain_inbound)
-                except RuntimeError:
-                    pass  # the loop closed meanwhile: nothing is waiting for these events
-
-    def _drain_inbound(self) -> None:
-        inbound = self._inbound
-        # Cleared before draining: an event queued while we drain schedules another
-        # pass, or is picked up by this one; none is left behind.
-        self._drain_scheduled = False
-        for _ in range(len(inbound)):
-            fn, args = inbound.popleft()
-            fn(*args)
-
     # ---- internals ------------------------------------------------------------
     def _spawn(self, coro: Any) -> None:
         task = self._loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    def _next_seq(self) -> int:
-        return next(self._seq)
 
     async def _drop_consumer(self, consumer: AsyncConsumer) -> None:
         self._consumers.pop(consumer.subscription, None)

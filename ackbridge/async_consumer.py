@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ackbridge import handles
 from ackbridge._base import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed, settle_failed
 from ackbridge.engine import BatchResult
-from ackbridge.errors import AckbridgeError, ConfigurationError, SettlementError
+from ackbridge.errors import AckbridgeError, ConfigurationError
 from ackbridge.guaranteed import ConsumerGuard
 from ackbridge.messages import InboundMessage, WireSettle, WireVerb
 from ackbridge.settlement import Ledger
@@ -131,20 +131,9 @@ class AsyncConsumer(ConsumerBase):
 
     async def settle_batch(self, deliveries: Sequence[AsyncDelivery], verb: WireVerb = WireVerb.ACK) -> BatchResult:
         """See :meth:`ackbridge.client.Consumer.settle_batch`."""
-        result = BatchResult()
         async with self._send_lock:
-            ops = self._decide_batch([d._record for d in deliveries], verb)
-            if ops is not None:
-                await self._send(ops)
-                result.settled, result.cumulative = len(deliveries), True
-        if not result.cumulative:
-            for delivery in deliveries:
-                try:
-                    await self._settle(delivery, verb)
-                    result.settled += 1
-                except SettlementError:
-                    result.refused += 1
-        await self.flush()
+            ops, result = self._plan_batch(deliveries, verb)
+            await self._send(ops)
         return result
 
     async def close(self) -> None:

@@ -113,7 +113,7 @@ class AsyncPublisher(PublisherBase):
         if self._guarantee is not None:
             msg, attempts = self._guaranteed(destination, msg)
         await self._wait_for_room()
-        seq = conn._next_seq()
+        seq = next(conn._seq)
         confirm = AsyncConfirm(seq, msg, time.monotonic() + self._confirm_timeout, conn._loop, attempts,
                                self if attempts is not None else None)
         if self._observer is not None:  # one check per publish when nothing records
@@ -176,7 +176,7 @@ class AsyncPublisher(PublisherBase):
         self._retry_handle = None
         self._start_resend()
         while True:  # in the order they were first published
-            seq = self._connection._next_seq()
+            seq = next(self._connection._seq)
             taken = self._next_resend(seq, time.monotonic())
             if taken is None:
                 return

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ackbridge import handles
 from ackbridge._base import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed, settle_failed
 from ackbridge.engine import BatchResult
-from ackbridge.errors import AckbridgeError, ConfigurationError, SettlementError
+from ackbridge.errors import AckbridgeError, ConfigurationError
 from ackbridge.guaranteed import ConsumerGuard
 from ackbridge.messages import InboundMessage, WireSettle, WireVerb
 from ackbridge.settlement import Ledger, Record
@@ -155,21 +155,9 @@ class Consumer(ConsumerBase):
         cumulative ack when that settles exactly these deliveries, else one by one.
         Refused ones (stale, or settled before) are counted, never raised: the
         broker redelivers a stale one. Conflated acks are flushed at the end."""
-        result = BatchResult()
         with self._lock:
-            ops = self._decide_batch([d._record for d in deliveries], verb)
-            if ops is not None:
-                self._queue(ops)
-                result.settled, result.cumulative = len(deliveries), True
-        if not result.cumulative:
-            for delivery in deliveries:
-                try:
-                    self._settle(delivery, verb)
-                    result.settled += 1
-                except SettlementError:
-                    result.refused += 1
-        with self._lock:
-            self._queue(self._ledger.flush())
+            ops, result = self._plan_batch(deliveries, verb)
+            self._queue(ops)
         self._push()
         return result
 

@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any, Unpack
 
-from ackbridge import engine
+from ackbridge import contract, engine
 from ackbridge import handles as handles_mod
 from ackbridge import labels as labels_mod
 from ackbridge._base import ConnectionBase, DeliveryBase, EventRouter
@@ -30,7 +30,7 @@ from ackbridge.urls import BrokerURL
 __all__ = ["AsyncConfirm", "AsyncConnection", "AsyncConsumer", "AsyncDelivery", "AsyncHandler", "AsyncPublisher"]
 
 
-class AsyncConnection(ConnectionBase):
+class AsyncConnection(ConnectionBase, contract.AsyncConnection):
     """One broker connection for asyncio, made by :func:`ackbridge.connect_async`.
 
     Use it as an async context manager; its methods run on the loop that opened it.
@@ -61,7 +61,6 @@ class AsyncConnection(ConnectionBase):
         return self
 
     async def close(self, *, leave_unsettled: bool = False) -> None:
-        """See :meth:`ackbridge.Connection.close`."""
         if self._closed:
             return
         if leave_unsettled:
@@ -83,29 +82,22 @@ class AsyncConnection(ConnectionBase):
         await self.close()
 
     async def declare_queue(self, name: str, *, dead_letter: bool = True) -> None:
-        """See :meth:`ackbridge.Connection.declare_queue`."""
         await self._transport.declare_queue_async(name, dead_letter=dead_letter)
 
     async def delete_queue(self, name: str, *, dead_letter: bool = True) -> None:
-        """See :meth:`ackbridge.Connection.delete_queue`."""
         self.capabilities.require_topology(Topology.DELETE_QUEUE)
         await self._transport.delete_queue_async(name, dead_letter=dead_letter)
 
     async def purge_queue(self, name: str) -> int | None:
-        """See :meth:`ackbridge.Connection.purge_queue`."""
         self.capabilities.require_topology(Topology.PURGE_QUEUE)
         return await self._transport.purge_queue_async(name)
 
     async def inspect_queue(self, name: str) -> QueueInfo:
-        """See :meth:`ackbridge.Connection.inspect_queue`."""
         self.capabilities.require_topology(Topology.INSPECT_QUEUE)
         return await self._transport.inspect_queue_async(name)
 
     async def consume(self, source: str, *, handler: AsyncHandler | None = None,
                       **options: Unpack[ConsumeOptions]) -> AsyncConsumer:
-        """Subscribe to *source*; see :meth:`ackbridge.client.Connection.consume`. With
-        *handler*, it is called with each delivery, one at a time in arrival order, on
-        the event loop, and what it returns is awaited if it is awaitable."""
         plan = self._plan_consumer(source, handler, options)
         consumer = AsyncConsumer(self, plan.subscription, source, plan.ledger, plan.conflate_ms, handler,
                                  plan.guard)
@@ -114,23 +106,19 @@ class AsyncConnection(ConnectionBase):
         return consumer
 
     def publisher(self, **options: Unpack[PublisherOptions]) -> AsyncPublisher:
-        """See :meth:`ackbridge.Connection.publisher`."""
         return AsyncPublisher(self, *engine.plan_publisher(self._options, options))
 
     async def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> AsyncConfirm:
-        """Publish through the connection's default publisher (see :meth:`AsyncPublisher.publish`)."""
         if self._default_publisher is None:
             self._default_publisher = self.publisher()
         return await self._default_publisher.publish(destination, body, **options)
 
     async def flush(self, timeout: float | None = None) -> bool:
-        """See :meth:`ackbridge.Connection.flush`."""
         if self._default_publisher is None:
             return True
         return await self._default_publisher.flush(timeout)
 
     async def settle_handles(self, handles: Iterable[str], verb: WireVerb = WireVerb.ACK) -> BatchResult:
-        """See :meth:`ackbridge.Connection.settle_handles`."""
         unique, result = handles_mod.plan_settle(self.capabilities, handles, verb)
         if unique:
             await self._transport.settle_handles_async(unique, verb)
@@ -172,6 +160,5 @@ class AsyncConnection(ConnectionBase):
 
     async def issue_ack(self, delivery: DeliveryBase, label: str, status: int = 200, payload: Any = None, *,
                         reserved: bool = False) -> AsyncConfirm:
-        """See :meth:`ackbridge.client.Connection.issue_ack`."""
         destination, body, options = self._reply(delivery, label, status, payload, reserved)
         return await self.publish(destination, body, **options)

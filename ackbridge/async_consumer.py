@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ackbridge import handles
+from ackbridge import contract, handles
 from ackbridge._base import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed, settle_failed
 from ackbridge.engine import BatchResult
 from ackbridge.errors import AckbridgeError, ConfigurationError
@@ -27,35 +27,29 @@ if TYPE_CHECKING:
 AsyncHandler = Callable[["AsyncDelivery"], Awaitable[object] | object]
 
 
-class AsyncDelivery(DeliveryBase):
+class AsyncDelivery(DeliveryBase, contract.AsyncDelivery):
     """A received message (asyncio face). Settle it exactly once: await ack, requeue/nack or reject."""
 
     __slots__ = ()
     _consumer: AsyncConsumer
 
     async def ack(self) -> None:
-        """See :meth:`ackbridge.Delivery.ack`."""
         await self._consumer._settle(self, WireVerb.ACK)
 
     async def requeue(self) -> None:
-        """See :meth:`ackbridge.Delivery.requeue`."""
         await self._consumer._settle(self, WireVerb.REQUEUE)
 
     async def nack(self, requeue: bool = True) -> None:
-        """See :meth:`ackbridge.Delivery.nack`."""
         await self._consumer._settle(self, WireVerb.REQUEUE if requeue else WireVerb.REJECT)
 
     async def reject(self) -> None:
-        """See :meth:`ackbridge.Delivery.reject`."""
         await self._consumer._settle(self, WireVerb.REJECT)
 
     async def acknowledge(self, label: str, status: int = 200, payload: Any = None) -> AsyncConfirm:
-        """See :meth:`ackbridge.Delivery.acknowledge`."""
         return await self._consumer._connection.issue_ack(self, label, status, payload)
 
     @contextlib.asynccontextmanager
     async def process(self, *, requeue: bool = False) -> AsyncIterator[AsyncDelivery]:
-        """``async with delivery.process(): ...``: see :meth:`ackbridge.Delivery.process`."""
         try:
             yield self
         except BaseException:
@@ -66,7 +60,7 @@ class AsyncDelivery(DeliveryBase):
             await self.ack()
 
 
-class AsyncConsumer(ConsumerBase):
+class AsyncConsumer(ConsumerBase, contract.AsyncConsumer):
     """Deliveries from one source. Iterate it, or await :meth:`get`; or, when it
     was made with a ``handler``, the handler is awaited with each delivery."""
 
@@ -90,7 +84,6 @@ class AsyncConsumer(ConsumerBase):
             self._runner = asyncio.get_running_loop().create_task(self._run_handler(handler))
 
     async def get(self, timeout: float | None = None) -> AsyncDelivery | None:
-        """The next delivery, or None when *timeout* passes (or the consumer closes)."""
         if self._handler is not None:
             raise ConfigurationError(HANDLER_OWNS)
         return await self._next(timeout)
@@ -120,24 +113,20 @@ class AsyncConsumer(ConsumerBase):
             yield delivery
 
     async def ack_through(self, delivery: AsyncDelivery) -> None:
-        """Ack *delivery* and every earlier unsettled delivery of this consumer (cumulative ack)."""
         async with self._send_lock:
             await self._send(self._decide_through(delivery._record))
 
     async def flush(self) -> None:
-        """Put every conflated ack on the wire now."""
         async with self._send_lock:
             await self._send(self._ledger.flush())
 
     async def settle_batch(self, deliveries: Sequence[AsyncDelivery], verb: WireVerb = WireVerb.ACK) -> BatchResult:
-        """See :meth:`ackbridge.client.Consumer.settle_batch`."""
         async with self._send_lock:
             ops, result = self._plan_batch(deliveries, verb)
             await self._send(ops)
         return result
 
     async def close(self) -> None:
-        """Flush pending acks and stop consuming; unsettled deliveries return to the broker."""
         if self._closed:
             return
         try:
@@ -219,10 +208,9 @@ class AsyncConsumer(ConsumerBase):
 
     async def _flush_on_time(self) -> None:
         while not self._closed:
-            deadline = self._ledger.deadline()
-            left = 0.05 if deadline is None else deadline - time.monotonic()
-            if left > 0:
-                await asyncio.sleep(min(left, 0.05))
+            wait = self._ledger.flush_wait()
+            if wait > 0:
+                await asyncio.sleep(wait)
                 continue
             async with self._send_lock:
                 try:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Unpack
 
-from ackbridge import engine, guaranteed
+from ackbridge import contract, engine, guaranteed
 from ackbridge.errors import AckbridgeError
 from ackbridge.labels import AckCollector, AggregatedAcks
 from ackbridge.messages import ConfirmOutcome, OutboundMessage, unknown, unsent
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ackbridge.aclient import AsyncConnection
 
 
-class AsyncConfirm(ConfirmBase):
+class AsyncConfirm(ConfirmBase, contract.AsyncConfirm):
     """The broker's answer to one publish. ``await confirm`` gives its
     :class:`~ackbridge.ConfirmOutcome` (as ``await confirm.result()`` does)."""
 
@@ -38,7 +38,6 @@ class AsyncConfirm(ConfirmBase):
         return True
 
     def done(self) -> bool:
-        """True once the outcome is known."""
         return self._future.done()
 
     @property
@@ -53,8 +52,6 @@ class AsyncConfirm(ConfirmBase):
         return self.result().__await__()
 
     async def result(self, timeout: float | None = None) -> ConfirmOutcome:
-        """The outcome; waits at most *timeout* s (TimeoutError), and reports unknown
-        once the publish's confirm_timeout has passed."""
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             now = time.monotonic()
@@ -74,7 +71,6 @@ class AsyncConfirm(ConfirmBase):
                 raise TimeoutError(f"publish {self.seq} not confirmed within {timeout} s") from None
 
     async def wait_acks(self, timeout: float | None = None) -> AggregatedAcks:
-        """Wait for the labelled acknowledgements this publish requested (``requested_acks``)."""
         waiter: _AsyncAckWaiter = self._requested_acks()
         return await waiter.wait(timeout)
 
@@ -95,7 +91,7 @@ class _AsyncAckWaiter:
         return self.collector.result()
 
 
-class AsyncPublisher(PublisherBase):
+class AsyncPublisher(PublisherBase, contract.AsyncPublisher):
     """Publishes with confirms on an asyncio connection, at most ``window`` unconfirmed at once."""
 
     _connection: AsyncConnection
@@ -105,7 +101,6 @@ class AsyncPublisher(PublisherBase):
         self._changed = asyncio.Event()
 
     async def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> AsyncConfirm:
-        """Publish *body* to *destination*; returns its :class:`AsyncConfirm` (``await`` it for the outcome)."""
         conn = self._connection
         labels = self._labels(options) if options and "requested_acks" in options else None
         inbox = await conn._inbox() if labels is not None and engine.needs_inbox(labels) else None
@@ -187,7 +182,6 @@ class AsyncPublisher(PublisherBase):
                 await self._send(seq, attempts.destination, attempts.message, again=True)
 
     async def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every publish has its outcome; False if *timeout* passed first."""
         end = None if timeout is None else time.monotonic() + timeout
         while (wait := self._flush_wait(end)) is not None:
             self._changed.clear()

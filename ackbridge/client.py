@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Unpack
 
-from ackbridge import engine
+from ackbridge import contract, engine
 from ackbridge import handles as handles_mod
 from ackbridge import labels as labels_mod
 from ackbridge._base import ConnectionBase, DeliveryBase, EventRouter
@@ -29,7 +29,7 @@ from ackbridge.urls import BrokerURL
 __all__ = ["Confirm", "Connection", "Consumer", "Delivery", "Handler", "Publisher"]
 
 
-class Connection(ConnectionBase):
+class Connection(ConnectionBase, contract.Connection):
     """One broker connection (one transport), made by :func:`ackbridge.connect`.
 
     Use it as a context manager; it is thread-safe.
@@ -59,14 +59,6 @@ class Connection(ConnectionBase):
         return self
 
     def close(self, *, leave_unsettled: bool = False) -> None:
-        """Close every consumer, flush every publisher (up to 5 s), close the transport.
-
-        Undecided deliveries return to the broker. With ``leave_unsettled=True``
-        (brokers with connection-free acks only, else UnsupportedVerbError before
-        anything is closed) the deliveries the application took are left to the
-        broker instead, for another connection to settle by handle
-        (:meth:`settle_handles`) or the broker to redeliver after its own timeout;
-        what was received and never handed out is still requeued."""
         if self._closed:
             return
         if leave_unsettled:
@@ -89,45 +81,22 @@ class Connection(ConnectionBase):
 
     # ---- public API -----------------------------------------------------------
     def declare_queue(self, name: str, *, dead_letter: bool = True) -> None:
-        """Create queue *name* (durable) if it does not exist; with *dead_letter*, also its
-        dead-letter companion, where rejected messages go. Declaring again is harmless."""
         self._transport.declare_queue(name, dead_letter=dead_letter)
 
     def delete_queue(self, name: str, *, dead_letter: bool = True) -> None:
-        """Delete queue *name* with its messages (and its dead-letter companion with
-        *dead_letter*). Raises UnsupportedVerbError where the broker cannot."""
         self.capabilities.require_topology(Topology.DELETE_QUEUE)
         self._transport.delete_queue(name, dead_letter=dead_letter)
 
     def purge_queue(self, name: str) -> int | None:
-        """Drop the ready messages of *name*; return how many, where the broker tells.
-        Raises UnsupportedVerbError where the broker cannot."""
         self.capabilities.require_topology(Topology.PURGE_QUEUE)
         return self._transport.purge_queue(name)
 
     def inspect_queue(self, name: str) -> QueueInfo:
-        """Depth, consumers and dead-letter companion of *name*, where the broker tells.
-        Raises BrokerError if the queue does not exist, UnsupportedVerbError where the
-        broker tells nothing."""
         self.capabilities.require_topology(Topology.INSPECT_QUEUE)
         return self._transport.inspect_queue(name)
 
     def consume(self, source: str, *, handler: Handler | None = None,
                 **options: Unpack[ConsumeOptions]) -> Consumer:
-        """Subscribe to *source*. Without *handler*, take deliveries with get() or by
-        iterating. With it, ``handler(delivery)`` is called for each delivery, one at
-        a time in arrival order, on the transport's own thread (no hand-off between
-        threads: the fastest way to consume). The handler settles the delivery (now
-        or later, from any thread) and must return quickly: while it runs, this
-        connection's I/O waits. If it raises, its unsettled delivery is rejected
-        (dead-lettered), or requeued where the broker cannot reject.
-
-        ``dedupe_window=N``: a delivery whose message id was acked within the last N
-        acked ids is acked and not handed out (``duplicates_dropped`` counts them).
-        ``on_gap``: loss detection on messages stamped by ``publisher(sequence=True)``:
-        ``"warn"`` (a log warning), ``"raise"`` (get() raises DataLossError) or a
-        callable ``on_gap(producer_id, missing_numbers)``; ``gaps`` and ``missing``
-        count and list them."""
         plan = self._plan_consumer(source, handler, options)
         consumer = Consumer(self, plan.subscription, source, plan.ledger, plan.conflate_ms, handler, plan.guard)
         with self._lock:
@@ -136,40 +105,19 @@ class Connection(ConnectionBase):
         return consumer
 
     def publisher(self, **options: Unpack[PublisherOptions]) -> Publisher:
-        """A publisher with its own window of unconfirmed publishes; *options* are
-        :class:`~ackbridge.keywords.PublisherOptions` (unset ``window`` and
-        ``confirm_timeout``: the connection's).
-
-        With ``retransmit=True`` a publish whose outcome is unknown is sent again,
-        with the same message id (one is assigned when none was given), in order,
-        after a back-off; refused is never sent again. Its confirm resolves once,
-        with the final outcome and ``outcome.attempts``; each attempt waits
-        ``confirm_timeout`` for its answer. ``sequence=True`` stamps
-        ``ackbridge-producer`` and ``ackbridge-seq`` (1, 2, 3...) on every message
-        for consumers' loss detection (``consume(on_gap=...)``).
-        """
         return Publisher(self, *engine.plan_publisher(self._options, options))
 
     def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> Confirm:
-        """Publish through the connection's default publisher (see :meth:`Publisher.publish`)."""
         if self._default_publisher is None:
             self._default_publisher = self.publisher()
         return self._default_publisher.publish(destination, body, **options)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every publish of the default publisher has its outcome; False if
-        *timeout* passed first."""
         if self._default_publisher is None:
             return True
         return self._default_publisher.flush(timeout)
 
     def settle_handles(self, handles: Iterable[str], verb: WireVerb = WireVerb.ACK) -> BatchResult:
-        """Settle deliveries by their ack handles (``delivery.ack_handle``), whichever
-        connection received them; returns once the settlements are flushed to the
-        broker. ``verb``: ack, or requeue where the broker requeues natively. A handle
-        given twice is settled once (counted in ``refused``). Raises
-        UnsupportedVerbError before anything is sent on a broker whose acks are bound
-        to the receiving connection (see :mod:`ackbridge.handles`)."""
         unique, result = handles_mod.plan_settle(self.capabilities, handles, verb)
         if unique:
             self._transport.settle_handles(unique, verb)
@@ -205,10 +153,5 @@ class Connection(ConnectionBase):
 
     def issue_ack(self, delivery: DeliveryBase, label: str, status: int = 200, payload: Any = None, *,
                   reserved: bool = False) -> Confirm:
-        """Send the labelled acknowledgement *label* for *delivery* to its publisher.
-
-        Applications use :meth:`Delivery.acknowledge`; ``reserved=True`` lets an
-        integration issue a reserved label it owns (the Spark source's
-        ``spark-committed``)."""
         destination, body, options = self._reply(delivery, label, status, payload, reserved)
         return self.publish(destination, body, **options)

@@ -5,6 +5,11 @@ implement these Protocols with the same names; the async twin awaits the
 methods that wait for the broker. ``tests/core/test_parity.py`` checks both
 faces against this module, so a method added to one face and not the other,
 or not here, fails the build.
+
+The faces' classes subclass these Protocols, so a type checker holds each
+face to its contract, and the contract's docstrings are the faces' documents:
+a face's method carries none of its own (``inspect.getdoc``, ``help()`` and
+the API reference, through ``griffe_inherited_docstrings``, find them here).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from ackbridge.settlement import State
 
 class DeliveryView(Protocol):
     """What both faces' deliveries carry (the verbs differ only by ``await``)."""
+
+    __slots__ = ()  # the faces' deliveries and confirms are slotted: no __dict__ from here
 
     @property
     def body(self) -> bytes: ...
@@ -48,41 +55,85 @@ class DeliveryView(Protocol):
 
 
 class Delivery(DeliveryView, Protocol):
-    def ack(self) -> None: ...
-    def requeue(self) -> None: ...
-    def nack(self, requeue: bool = True) -> None: ...
-    def reject(self) -> None: ...
-    def acknowledge(self, label: str, status: int = 200, payload: Any = None) -> Confirm: ...
-    def process(self, *, requeue: bool = False) -> AbstractContextManager[Delivery]: ...
+    __slots__ = ()
+
+    def ack(self) -> None:
+        """Settle: processed, the broker forgets the message."""
+
+    def requeue(self) -> None:
+        """Settle: hand the message back to the broker for another delivery."""
+
+    def nack(self, requeue: bool = True) -> None:
+        """Settle negatively: :meth:`requeue` (default) or, with ``requeue=False``, :meth:`reject`."""
+
+    def reject(self) -> None:
+        """Settle: the message is poison, dead-letter it (never delivered here again)."""
+
+    def acknowledge(self, label: str, status: int = 200, payload: Any = None) -> Confirm:
+        """Issue a labelled acknowledgement this message's publisher requested."""
+
+    def process(self, *, requeue: bool = False) -> AbstractContextManager[Delivery]:
+        """Settle by outcome: ``with delivery.process(): handle(delivery.body)`` acks
+        when the block ends normally and rejects (or, with *requeue*, requeues) when
+        it raises; the exception goes on. A delivery the block settled itself, or
+        one gone stale, is left alone."""
 
 
 class AsyncDelivery(DeliveryView, Protocol):
-    async def ack(self) -> None: ...
-    async def requeue(self) -> None: ...
-    async def nack(self, requeue: bool = True) -> None: ...
-    async def reject(self) -> None: ...
-    async def acknowledge(self, label: str, status: int = 200, payload: Any = None) -> AsyncConfirm: ...
-    def process(self, *, requeue: bool = False) -> AbstractAsyncContextManager[AsyncDelivery]: ...
+    __slots__ = ()
+
+    async def ack(self) -> None:
+        """See :meth:`ackbridge.Delivery.ack`."""
+
+    async def requeue(self) -> None:
+        """See :meth:`ackbridge.Delivery.requeue`."""
+
+    async def nack(self, requeue: bool = True) -> None:
+        """See :meth:`ackbridge.Delivery.nack`."""
+
+    async def reject(self) -> None:
+        """See :meth:`ackbridge.Delivery.reject`."""
+
+    async def acknowledge(self, label: str, status: int = 200, payload: Any = None) -> AsyncConfirm:
+        """See :meth:`ackbridge.Delivery.acknowledge`."""
+
+    def process(self, *, requeue: bool = False) -> AbstractAsyncContextManager[AsyncDelivery]:
+        """``async with delivery.process(): ...``: see :meth:`ackbridge.Delivery.process`."""
 
 
 class ConfirmView(Protocol):
+    __slots__ = ()
     seq: int
     message_id: str | None
 
-    def done(self) -> bool: ...
+    def done(self) -> bool:
+        """True once the outcome is known."""
+
     @property
     def outcome(self) -> ConfirmOutcome | None: ...
 
 
 class Confirm(ConfirmView, Protocol):
-    def result(self, timeout: float | None = None) -> ConfirmOutcome: ...
-    def wait_acks(self, timeout: float | None = None) -> AggregatedAcks: ...
+    __slots__ = ()
+
+    def result(self, timeout: float | None = None) -> ConfirmOutcome:
+        """Wait for the outcome. ``timeout`` bounds this wait only; on expiry
+        TimeoutError is raised and the confirm stays pending."""
+
+    def wait_acks(self, timeout: float | None = None) -> AggregatedAcks:
+        """The aggregated labelled acknowledgements this publish requested."""
 
 
 class AsyncConfirm(ConfirmView, Protocol):
+    __slots__ = ()
+
     def __await__(self) -> Generator[Any, None, ConfirmOutcome]: ...
-    async def result(self, timeout: float | None = None) -> ConfirmOutcome: ...
-    async def wait_acks(self, timeout: float | None = None) -> AggregatedAcks: ...
+    async def result(self, timeout: float | None = None) -> ConfirmOutcome:
+        """The outcome; waits at most *timeout* s (TimeoutError), and reports unknown
+        once the publish's confirm_timeout has passed."""
+
+    async def wait_acks(self, timeout: float | None = None) -> AggregatedAcks:
+        """Wait for the labelled acknowledgements this publish requested (``requested_acks``)."""
 
 
 class ConsumerView(Protocol):
@@ -102,19 +153,40 @@ class ConsumerView(Protocol):
 
 
 class Consumer(ConsumerView, Protocol):
-    def get(self, timeout: float | None = None) -> Delivery | None: ...
-    def ack_through(self, delivery: Any) -> None: ...
-    def settle_batch(self, deliveries: Sequence[Any], verb: Any = ...) -> BatchResult: ...
-    def flush(self) -> None: ...
-    def close(self) -> None: ...
+    def get(self, timeout: float | None = None) -> Delivery | None:
+        """The next delivery, or None when *timeout* passes (or the consumer closes)."""
+
+    def ack_through(self, delivery: Any) -> None:
+        """Ack every undecided delivery received up to and including *delivery*."""
+
+    def settle_batch(self, deliveries: Sequence[Any], verb: Any = ...) -> BatchResult:
+        """Settle *deliveries* (in receive order) with one verb: acks with one
+        cumulative ack when that settles exactly these deliveries, else one by one.
+        Refused ones (stale, or settled before) are counted, never raised: the
+        broker redelivers a stale one. Conflated acks are flushed at the end."""
+
+    def flush(self) -> None:
+        """Put every conflated ack on the wire now."""
+
+    def close(self) -> None:
+        """Flush decided acks and stop; undecided deliveries return to the broker."""
 
 
 class AsyncConsumer(ConsumerView, Protocol):
-    async def get(self, timeout: float | None = None) -> AsyncDelivery | None: ...
-    async def ack_through(self, delivery: Any) -> None: ...
-    async def settle_batch(self, deliveries: Sequence[Any], verb: Any = ...) -> BatchResult: ...
-    async def flush(self) -> None: ...
-    async def close(self) -> None: ...
+    async def get(self, timeout: float | None = None) -> AsyncDelivery | None:
+        """The next delivery, or None when *timeout* passes (or the consumer closes)."""
+
+    async def ack_through(self, delivery: Any) -> None:
+        """Ack *delivery* and every earlier unsettled delivery of this consumer (cumulative ack)."""
+
+    async def settle_batch(self, deliveries: Sequence[Any], verb: Any = ...) -> BatchResult:
+        """See :meth:`ackbridge.client.Consumer.settle_batch`."""
+
+    async def flush(self) -> None:
+        """Put every conflated ack on the wire now."""
+
+    async def close(self) -> None:
+        """Flush pending acks and stop consuming; unsettled deliveries return to the broker."""
 
 
 class PublisherView(Protocol):
@@ -128,48 +200,147 @@ class PublisherView(Protocol):
 
 
 class Publisher(PublisherView, Protocol):
-    def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> Confirm: ...
-    def flush(self, timeout: float | None = None) -> bool: ...
+    def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> Confirm:
+        """Send one message; returns its :class:`Confirm` without waiting for it.
+
+        Waits (back-pressure) while ``window`` confirms are outstanding.
+        """
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every publish so far has an outcome; False if *timeout* passed first."""
 
 
 class AsyncPublisher(PublisherView, Protocol):
-    async def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> AsyncConfirm: ...
-    async def flush(self, timeout: float | None = None) -> bool: ...
+    async def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> AsyncConfirm:
+        """Publish *body* to *destination*; returns its :class:`AsyncConfirm` (``await`` it for the outcome)."""
+
+    async def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every publish has its outcome; False if *timeout* passed first."""
 
 
 class Connection(Protocol):
     @property
     def capabilities(self) -> Capabilities: ...
-    def close(self, *, leave_unsettled: bool = False) -> None: ...
-    def settle_handles(self, handles: Iterable[str], verb: WireVerb = ...) -> BatchResult: ...
-    def declare_queue(self, name: str, *, dead_letter: bool = True) -> None: ...
-    def delete_queue(self, name: str, *, dead_letter: bool = True) -> None: ...
-    def purge_queue(self, name: str) -> int | None: ...
-    def inspect_queue(self, name: str) -> QueueInfo: ...
-    def consume(self, source: str, *, handler: Any = None, **options: Unpack[ConsumeOptions]) -> Consumer: ...
-    def publisher(self, **options: Unpack[PublisherOptions]) -> Publisher: ...
-    def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> Confirm: ...
-    def flush(self, timeout: float | None = None) -> bool: ...
+    def close(self, *, leave_unsettled: bool = False) -> None:
+        """Close every consumer, flush every publisher (up to 5 s), close the transport.
+
+        Undecided deliveries return to the broker. With ``leave_unsettled=True``
+        (brokers with connection-free acks only, else UnsupportedVerbError before
+        anything is closed) the deliveries the application took are left to the
+        broker instead, for another connection to settle by handle
+        (:meth:`settle_handles`) or the broker to redeliver after its own timeout;
+        what was received and never handed out is still requeued."""
+
+    def settle_handles(self, handles: Iterable[str], verb: WireVerb = ...) -> BatchResult:
+        """Settle deliveries by their ack handles (``delivery.ack_handle``), whichever
+        connection received them; returns once the settlements are flushed to the
+        broker. ``verb``: ack, or requeue where the broker requeues natively. A handle
+        given twice is settled once (counted in ``refused``). Raises
+        UnsupportedVerbError before anything is sent on a broker whose acks are bound
+        to the receiving connection (see :mod:`ackbridge.handles`)."""
+
+    def declare_queue(self, name: str, *, dead_letter: bool = True) -> None:
+        """Create queue *name* (durable) if it does not exist; with *dead_letter*, also its
+        dead-letter companion, where rejected messages go. Declaring again is harmless."""
+
+    def delete_queue(self, name: str, *, dead_letter: bool = True) -> None:
+        """Delete queue *name* with its messages (and its dead-letter companion with
+        *dead_letter*). Raises UnsupportedVerbError where the broker cannot."""
+
+    def purge_queue(self, name: str) -> int | None:
+        """Drop the ready messages of *name*; return how many, where the broker tells.
+        Raises UnsupportedVerbError where the broker cannot."""
+
+    def inspect_queue(self, name: str) -> QueueInfo:
+        """Depth, consumers and dead-letter companion of *name*, where the broker tells.
+        Raises BrokerError if the queue does not exist, UnsupportedVerbError where the
+        broker tells nothing."""
+
+    def consume(self, source: str, *, handler: Any = None, **options: Unpack[ConsumeOptions]) -> Consumer:
+        """Subscribe to *source*. Without *handler*, take deliveries with get() or by
+        iterating. With it, ``handler(delivery)`` is called for each delivery, one at
+        a time in arrival order, on the transport's own thread (no hand-off between
+        threads: the fastest way to consume). The handler settles the delivery (now
+        or later, from any thread) and must return quickly: while it runs, this
+        connection's I/O waits. If it raises, its unsettled delivery is rejected
+        (dead-lettered), or requeued where the broker cannot reject.
+
+        ``dedupe_window=N``: a delivery whose message id was acked within the last N
+        acked ids is acked and not handed out (``duplicates_dropped`` counts them).
+        ``on_gap``: loss detection on messages stamped by ``publisher(sequence=True)``:
+        ``"warn"`` (a log warning), ``"raise"`` (get() raises DataLossError) or a
+        callable ``on_gap(producer_id, missing_numbers)``; ``gaps`` and ``missing``
+        count and list them."""
+
+    def publisher(self, **options: Unpack[PublisherOptions]) -> Publisher:
+        """A publisher with its own window of unconfirmed publishes; *options* are
+        :class:`~ackbridge.keywords.PublisherOptions` (unset ``window`` and
+        ``confirm_timeout``: the connection's).
+
+        With ``retransmit=True`` a publish whose outcome is unknown is sent again,
+        with the same message id (one is assigned when none was given), in order,
+        after a back-off; refused is never sent again. Its confirm resolves once,
+        with the final outcome and ``outcome.attempts``; each attempt waits
+        ``confirm_timeout`` for its answer. ``sequence=True`` stamps
+        ``ackbridge-producer`` and ``ackbridge-seq`` (1, 2, 3...) on every message
+        for consumers' loss detection (``consume(on_gap=...)``).
+        """
+
+    def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> Confirm:
+        """Publish through the connection's default publisher (see :meth:`Publisher.publish`)."""
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every publish of the default publisher has its outcome; False if
+        *timeout* passed first."""
+
     def issue_ack(self, delivery: Any, label: str, status: int = 200, payload: Any = None, *,
-                  reserved: bool = False) -> Confirm: ...
+                  reserved: bool = False) -> Confirm:
+        """Send the labelled acknowledgement *label* for *delivery* to its publisher.
+
+        Applications use :meth:`Delivery.acknowledge`; ``reserved=True`` lets an
+        integration issue a reserved label it owns (the Spark source's
+        ``spark-committed``)."""
 
 
 class AsyncConnection(Protocol):
     @property
     def capabilities(self) -> Capabilities: ...
-    async def close(self, *, leave_unsettled: bool = False) -> None: ...
-    async def settle_handles(self, handles: Iterable[str], verb: WireVerb = ...) -> BatchResult: ...
-    async def declare_queue(self, name: str, *, dead_letter: bool = True) -> None: ...
-    async def delete_queue(self, name: str, *, dead_letter: bool = True) -> None: ...
-    async def purge_queue(self, name: str) -> int | None: ...
-    async def inspect_queue(self, name: str) -> QueueInfo: ...
+    async def close(self, *, leave_unsettled: bool = False) -> None:
+        """See :meth:`ackbridge.Connection.close`."""
+
+    async def settle_handles(self, handles: Iterable[str], verb: WireVerb = ...) -> BatchResult:
+        """See :meth:`ackbridge.Connection.settle_handles`."""
+
+    async def declare_queue(self, name: str, *, dead_letter: bool = True) -> None:
+        """See :meth:`ackbridge.Connection.declare_queue`."""
+
+    async def delete_queue(self, name: str, *, dead_letter: bool = True) -> None:
+        """See :meth:`ackbridge.Connection.delete_queue`."""
+
+    async def purge_queue(self, name: str) -> int | None:
+        """See :meth:`ackbridge.Connection.purge_queue`."""
+
+    async def inspect_queue(self, name: str) -> QueueInfo:
+        """See :meth:`ackbridge.Connection.inspect_queue`."""
+
     async def consume(self, source: str, *, handler: Any = None,
-                      **options: Unpack[ConsumeOptions]) -> AsyncConsumer: ...
-    def publisher(self, **options: Unpack[PublisherOptions]) -> AsyncPublisher: ...
-    async def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> AsyncConfirm: ...
-    async def flush(self, timeout: float | None = None) -> bool: ...
+                      **options: Unpack[ConsumeOptions]) -> AsyncConsumer:
+        """Subscribe to *source*; see :meth:`ackbridge.client.Connection.consume`. With
+        *handler*, it is called with each delivery, one at a time in arrival order, on
+        the event loop, and what it returns is awaited if it is awaitable."""
+
+    def publisher(self, **options: Unpack[PublisherOptions]) -> AsyncPublisher:
+        """See :meth:`ackbridge.Connection.publisher`."""
+
+    async def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> AsyncConfirm:
+        """Publish through the connection's default publisher (see :meth:`AsyncPublisher.publish`)."""
+
+    async def flush(self, timeout: float | None = None) -> bool:
+        """See :meth:`ackbridge.Connection.flush`."""
+
     async def issue_ack(self, delivery: Any, label: str, status: int = 200, payload: Any = None, *,
-                        reserved: bool = False) -> AsyncConfirm: ...
+                        reserved: bool = False) -> AsyncConfirm:
+        """See :meth:`ackbridge.client.Connection.issue_ack`."""
 
 
 #: (contract, sync face class name, async contract, async face class name)

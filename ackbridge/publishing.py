@@ -156,6 +156,9 @@ class PublisherBase:
     """What the sync and async publishers share: the window, the confirm timeout
     and the guaranteed-publishing state (retransmission, sequence numbers)."""
 
+    window: int
+    retransmitted: int
+
     def __init__(self, connection: ConnectionBase, window: int, confirm_timeout: float,
                  guarantee: guaranteed.Guarantee | None = None) -> None:
         self._connection = connection

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     from ackbridge.observability.metrics import SubscriptionObserver
 
 
+#: The longest a conflation timer sleeps between looks at its ledger.
+_TIMER_POLL_S = 0.05
+
+
 class State(enum.StrEnum):
     PENDING = "pending"
     ACKED = "acked"
@@ -253,6 +257,15 @@ class Ledger:
         if self._first_buffered_at is None or self._conflate_s <= 0:
             return None
         return self._first_buffered_at + self._conflate_s
+
+    def flush_wait(self) -> float:
+        """How long a conflation timer sleeps before it looks again: 0 when the
+        buffered acks are due now, at most 50 ms (acks buffered meanwhile start a
+        deadline of their own)."""
+        deadline = self.deadline()
+        if deadline is None:
+            return _TIMER_POLL_S
+        return max(0.0, min(deadline - self._clock(), _TIMER_POLL_S))
 
     def due(self) -> list[WireSettle]:
         deadline = self.deadline()

@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ackbridge import handles
+from ackbridge import contract, handles
 from ackbridge._base import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed, settle_failed
 from ackbridge.engine import BatchResult
 from ackbridge.errors import AckbridgeError, ConfigurationError
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 Handler = Callable[["Delivery"], object]
 
 
-class Delivery(DeliveryBase):
+class Delivery(DeliveryBase, contract.Delivery):
     """A received message. Settle it exactly once: ack, requeue/nack or reject."""
 
     __slots__ = ()
@@ -38,27 +38,19 @@ class Delivery(DeliveryBase):
         self._consumer = consumer
 
     def ack(self) -> None:
-        """Settle: processed, the broker forgets the message."""
         self._consumer._settle(self, WireVerb.ACK)
 
     def requeue(self) -> None:
-        """Settle: hand the message back to the broker for another delivery."""
         self._consumer._settle(self, WireVerb.REQUEUE)
 
     def nack(self, requeue: bool = True) -> None:
-        """Settle negatively: :meth:`requeue` (default) or, with ``requeue=False``, :meth:`reject`."""
         self._consumer._settle(self, WireVerb.REQUEUE if requeue else WireVerb.REJECT)
 
     def reject(self) -> None:
-        """Settle: the message is poison, dead-letter it (never delivered here again)."""
         self._consumer._settle(self, WireVerb.REJECT)
 
     @contextlib.contextmanager
     def process(self, *, requeue: bool = False) -> Iterator[Delivery]:
-        """Settle by outcome: ``with delivery.process(): handle(delivery.body)`` acks
-        when the block ends normally and rejects (or, with *requeue*, requeues) when
-        it raises; the exception goes on. A delivery the block settled itself, or
-        one gone stale, is left alone."""
         try:
             yield self
         except BaseException:
@@ -69,11 +61,10 @@ class Delivery(DeliveryBase):
             self.ack()
 
     def acknowledge(self, label: str, status: int = 200, payload: Any = None) -> Confirm:
-        """Issue a labelled acknowledgement this message's publisher requested."""
         return self._consumer._connection.issue_ack(self, label, status, payload)
 
 
-class Consumer(ConsumerBase):
+class Consumer(ConsumerBase, contract.Consumer):
     """Deliveries from one source. Iterate it, or call :meth:`get`; or, when it
     was made with a ``handler``, the handler is called with each delivery."""
 
@@ -105,7 +96,6 @@ class Consumer(ConsumerBase):
 
     # ---- application side ---------------------------------------------------
     def get(self, timeout: float | None = None) -> Delivery | None:
-        """The next delivery, or None when *timeout* passes (or the consumer closes)."""
         if self._handler is not None:
             raise ConfigurationError(HANDLER_OWNS)
         ready = self._ready
@@ -139,22 +129,16 @@ class Consumer(ConsumerBase):
             yield delivery
 
     def ack_through(self, delivery: Delivery) -> None:
-        """Ack every undecided delivery received up to and including *delivery*."""
         with self._lock:
             self._queue(self._decide_through(delivery._record))
         self._push()
 
     def flush(self) -> None:
-        """Put every conflated ack on the wire now."""
         with self._lock:
             self._queue(self._ledger.flush())
         self._push()
 
     def settle_batch(self, deliveries: Sequence[Delivery], verb: WireVerb = WireVerb.ACK) -> BatchResult:
-        """Settle *deliveries* (in receive order) with one verb: acks with one
-        cumulative ack when that settles exactly these deliveries, else one by one.
-        Refused ones (stale, or settled before) are counted, never raised: the
-        broker redelivers a stale one. Conflated acks are flushed at the end."""
         with self._lock:
             ops, result = self._plan_batch(deliveries, verb)
             self._queue(ops)
@@ -162,7 +146,6 @@ class Consumer(ConsumerBase):
         return result
 
     def close(self) -> None:
-        """Flush decided acks and stop; undecided deliveries return to the broker."""
         with self._cond:
             if self._closed:
                 return
@@ -296,13 +279,9 @@ class Consumer(ConsumerBase):
             with self._cond:
                 if self._closed:
                     return
-                deadline = self._ledger.deadline()
-                if deadline is None:
-                    self._cond.wait(0.05)
-                    continue
-                left = deadline - time.monotonic()
-                if left > 0:
-                    self._cond.wait(min(left, 0.05))
+                wait = self._ledger.flush_wait()
+                if wait > 0:
+                    self._cond.wait(wait)
                     continue
                 self._queue(self._ledger.due())
             try:

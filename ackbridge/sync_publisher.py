@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Unpack
 
-from ackbridge import engine, guaranteed
+from ackbridge import contract, engine, guaranteed
 from ackbridge.errors import AckbridgeError
 from ackbridge.labels import AckCollector, AggregatedAcks
 from ackbridge.messages import ConfirmOutcome, OutboundMessage, unsent
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ackbridge.client import Connection
 
 
-class Confirm(ConfirmBase):
+class Confirm(ConfirmBase, contract.Confirm):
     """The broker's answer to one publish. Resolves exactly once, by
     ``confirm_timeout`` at the latest (then as unknown)."""
 
@@ -41,7 +41,6 @@ class Confirm(ConfirmBase):
         self._callbacks: list[Callable[[Confirm], None]] | None = None
 
     def done(self) -> bool:
-        """True once the outcome is known."""
         return self._outcome is not None
 
     @property
@@ -59,8 +58,6 @@ class Confirm(ConfirmBase):
         callback(self)
 
     def result(self, timeout: float | None = None) -> ConfirmOutcome:
-        """Wait for the outcome. ``timeout`` bounds this wait only; on expiry
-        TimeoutError is raised and the confirm stays pending."""
         publisher = self._publisher
         end = None if timeout is None else time.monotonic() + timeout
         with publisher._cond:
@@ -80,7 +77,6 @@ class Confirm(ConfirmBase):
         return self._outcome
 
     def wait_acks(self, timeout: float | None = None) -> AggregatedAcks:
-        """The aggregated labelled acknowledgements this publish requested."""
         waiter: _AckWaiter = self._requested_acks()
         return waiter.wait(timeout)
 
@@ -98,7 +94,7 @@ class _AckWaiter:
         return self.collector.result()
 
 
-class Publisher(PublisherBase):
+class Publisher(PublisherBase, contract.Publisher):
     """Publishes with confirms; at most ``window`` confirms outstanding."""
 
     _connection: Connection
@@ -121,10 +117,6 @@ class Publisher(PublisherBase):
         self._low_water = self.window - max(1, self.window // 4)
 
     def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> Confirm:
-        """Send one message; returns its :class:`Confirm` without waiting for it.
-
-        Waits (back-pressure) while ``window`` confirms are outstanding.
-        """
         conn = self._connection
         labels = self._labels(options) if options and "requested_acks" in options else None
         inbox = conn._inbox() if labels is not None and engine.needs_inbox(labels) else None
@@ -253,7 +245,6 @@ class Publisher(PublisherBase):
             self._wake_locked()
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every publish so far has an outcome; False if *timeout* passed first."""
         end = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             self._flush_waiters += 1

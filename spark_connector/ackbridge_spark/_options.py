@@ -122,6 +122,9 @@ class ConnectorOptions:
     fail_on_data_loss: bool = False
     #: Reader processes (each with its own broker connection) and the least partitions per batch.
     parallelism: int = 1
+    #: Batch files are fsynced (file and directory) before Spark may plan on them. False only for
+    #: the parallel readers' private temporary directory, which no restarted query reads.
+    write_ahead_durable: bool = True
     #: Everything else, passed to ``ackbridge.connect`` (plugin options such as ``lease_timeout``).
     passthrough: Mapping[str, str] = field(repr=False, default_factory=dict)
 

@@ -46,7 +46,7 @@ from pyspark.sql.streaming.datasource import (
 
 from ackbridge.errors import ConnectionLostError, DataLossError
 from ackbridge_spark._options import ConnectorOptions
-from ackbridge_spark._schema import ARROW_SCHEMA, from_ipc, to_ipc, to_record_batch
+from ackbridge_spark._schema import ARROW_SCHEMA, BodyScratch, from_ipc, to_ipc, to_record_batch
 from ackbridge_spark.loss import LossWatch
 from ackbridge_spark.reader_state import OptionsOnlyPickle
 from ackbridge_spark.runner import install_sigterm_handler, tune_gc
@@ -83,6 +83,7 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettle
         self._counted_generations: set[int] = set()
         self._loss = LossWatch(self._opts.fail_on_data_loss)
         self._pending: deque[Any] = deque()
+        self._scratch = BodyScratch()  # the body column's buffer, reused by every batch this reader plans
         # Filled by the consumer's handler on the transport's thread, drained by _pull.
         self._inbox: deque[Any] = deque()
         # seq -> delivery. Seqs are only ever inserted in increasing order (a delivery
@@ -300,10 +301,12 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettle
             # A range planned by an earlier run (crash before commit): its messages
             # were never settled, the broker redelivers them into later batches.
             return []
-        ipc = to_ipc(to_record_batch(rows, self._names, topic_from_routing_key=self._topic_from_routing_key))
+        batch = to_record_batch(rows, self._names, topic_from_routing_key=self._topic_from_routing_key,
+                                scratch=self._scratch)
         if wal is not None:
-            write_atomically(wal, ipc, self._opts.write_ahead_file_mode)
+            write_atomically(wal, batch, self._opts.write_ahead_file_mode, durable=self._opts.write_ahead_durable)
             return [AckbridgePartition(path=wal)]
+        ipc = to_ipc(batch)
         if len(ipc) > 32 * 1024 * 1024:
             log.warning("ackbridge batch of %d bytes is pickled into its task; lower maxRecordsPerBatch "
                         "or set writeAheadPath", len(ipc))
@@ -357,12 +360,22 @@ def _is_stale(delivery: Any) -> bool:
     return bool(delivery.stale)
 
 
+#: Rows of a partition go to Spark in record batches of about this many bytes.
+READ_CHUNK_BYTES = 4 * 1024 * 1024
+
+
 def read_partition(partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    """The rows of *partition* (runs on an executor)."""
+    """The rows of *partition* (runs on an executor).
+
+    A write-ahead file is memory-mapped, not read: the batches point into the
+    page cache, with no copy of the file in the worker's memory. Rows go out in
+    slices of about ``READ_CHUNK_BYTES``: Spark receives each as one Arrow
+    message, and a planned batch of 4 KiB bodies would otherwise be one message
+    of ~100 MB, for which the JVM allocates, and faults in, a new buffer.
+    """
     assert isinstance(partition, AckbridgePartition)
     if partition.path is not None:
-        with open(partition.path, "rb") as fh:
-            batches = from_ipc(fh.read())
+        batches = from_ipc(pa.memory_map(partition.path))
     else:
         batches = from_ipc(partition.ipc or b"")
     if partition.rows is not None:
@@ -370,4 +383,8 @@ def read_partition(partition: InputPartition) -> Iterator[pa.RecordBatch]:
         lo, hi = partition.rows
         batches = table.slice(lo, hi - lo).to_batches() if table is not None else []
     for batch in batches:
-        yield batch.cast(ARROW_SCHEMA) if batch.schema != ARROW_SCHEMA else batch
+        if batch.schema != ARROW_SCHEMA:
+            batch = batch.cast(ARROW_SCHEMA)
+        rows = max(1, READ_CHUNK_BYTES * batch.num_rows // max(1, batch.nbytes))
+        for start in range(0, batch.num_rows, rows):
+            yield batch.slice(start, rows)

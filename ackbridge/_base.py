@@ -133,6 +133,12 @@ class ConnectionBase:
         quiet_client_libraries()
         self._acks = AckBook(self._observer)
         self._closed = False
+        self._consumers: dict[str, Any] = {}
+        self._publishers = {}
+        self._default_publisher: Any = None
+        # The transport's events go to a router, not to the connection: its
+        # callbacks are not public API (the async face moves them onto its loop).
+        self._router = EventRouter(self._consumers, self._publishers, self._observer, self._on_reply)
 
     @property
     def capabilities(self) -> Capabilities:

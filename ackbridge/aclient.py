@@ -13,7 +13,7 @@ from typing import Any, Unpack
 from ackbridge import contract, engine
 from ackbridge import handles as handles_mod
 from ackbridge import labels as labels_mod
-from ackbridge._base import ConnectionBase, DeliveryBase, EventRouter
+from ackbridge._base import ConnectionBase, DeliveryBase
 from ackbridge.async_consumer import AsyncConsumer, AsyncDelivery, AsyncHandler
 from ackbridge.async_publisher import AsyncConfirm, AsyncPublisher, _AsyncAckWaiter
 from ackbridge.capabilities import Topology
@@ -37,20 +37,18 @@ class AsyncConnection(ConnectionBase, contract.AsyncConnection):
     """
 
     _transport: AsyncTransport
+    _consumers: dict[str, AsyncConsumer]
+    _default_publisher: AsyncPublisher | None
 
     def __init__(self, url: BrokerURL, transport_type: type[AsyncTransport], options: Mapping[str, Any],
                  transport_options: Mapping[str, Any]) -> None:
         super().__init__(url, options)
         self._loop = asyncio.get_running_loop()
-        self._consumers: dict[str, AsyncConsumer] = {}
-        self._publishers: dict[int, AsyncPublisher] = {}
-        self._default_publisher: AsyncPublisher | None = None
         self._inbox_lock = asyncio.Lock()
         self._collect_changed = asyncio.Condition()
         self._tasks: set[asyncio.Task[None]] = set()
         # Transport events reach the router on this loop, whatever thread reports them.
-        router = EventRouter(self._consumers, self._publishers, self._observer, self._on_reply)
-        self._transport = transport_type(url, transport_options, LoopEvents(router, LoopHandoff(self._loop)))
+        self._transport = transport_type(url, transport_options, LoopEvents(self._router, LoopHandoff(self._loop)))
 
     def __repr__(self) -> str:
         return f"<ackbridge.AsyncConnection {self.url.redacted}>"

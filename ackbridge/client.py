@@ -13,7 +13,7 @@ from typing import Any, Unpack
 from ackbridge import contract, engine
 from ackbridge import handles as handles_mod
 from ackbridge import labels as labels_mod
-from ackbridge._base import ConnectionBase, DeliveryBase, EventRouter
+from ackbridge._base import ConnectionBase, DeliveryBase
 from ackbridge.capabilities import Topology
 from ackbridge.engine import BatchResult
 from ackbridge.errors import AckbridgeError
@@ -36,19 +36,15 @@ class Connection(ConnectionBase, contract.Connection):
     """
 
     _transport: SyncTransport
+    _consumers: dict[str, Consumer]
+    _default_publisher: Publisher | None
 
     def __init__(self, url: BrokerURL, transport_type: type[SyncTransport], options: Mapping[str, Any],
                  transport_options: Mapping[str, Any]) -> None:
         super().__init__(url, options)
         self._lock = threading.Lock()
-        self._consumers: dict[str, Consumer] = {}
-        self._publishers: dict[int, Publisher] = {}
-        self._default_publisher: Publisher | None = None
         self._collect_cond = threading.Condition()
-        # The transport's events go to a router, not to this object: the callbacks
-        # are not part of the public API.
-        events = EventRouter(self._consumers, self._publishers, self._observer, self._on_reply)
-        self._transport = transport_type(url, transport_options, events)
+        self._transport = transport_type(url, transport_options, self._router)
 
     def __repr__(self) -> str:
         return f"<ackbridge.Connection {self.url.redacted}>"

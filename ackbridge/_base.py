@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ackbridge import engine, handles
+from ackbridge import contract, engine, handles
 from ackbridge.capabilities import Capabilities, Verb
 from ackbridge.engine import AckBook, BatchResult
 from ackbridge.errors import AckbridgeError, SettlementError
@@ -171,7 +171,7 @@ class ConnectionBase:
         return engine.plan_consumer(self.capabilities, self._options, source, handler, options, self._observer)
 
 
-class ConsumerBase:
+class ConsumerBase(contract.ConsumerView):
     """What the sync and async consumers share: every decision about a delivery
     (admission, settlement, batches, generation ends). The twins call these with
     their lock held (sync) or on the loop (async) and put the ops on the wire."""
@@ -257,24 +257,20 @@ class ConsumerBase:
 
     @property
     def unsettled(self) -> int:
-        """Deliveries of the live generation not settled on the wire yet."""
         return self._ledger.unsettled
 
     @property
     def duplicates_dropped(self) -> int:
-        """Deliveries acked without being handed out: duplicates within ``dedupe_window``."""
         guard = self._guard
         return guard.dedupe.dropped if guard is not None and guard.dedupe is not None else 0
 
     @property
     def gaps(self) -> int:
-        """Messages reported missing by loss detection (``on_gap``)."""
         guard = self._guard
         return guard.gaps.gaps if guard is not None and guard.gaps is not None else 0
 
     @property
     def missing(self) -> dict[str, list[int]]:
-        """The sequence numbers reported missing, per producer id (``on_gap``)."""
         guard = self._guard
         return {k: list(v) for k, v in guard.gaps.missing.items()} if guard is not None and guard.gaps else {}
 
@@ -284,8 +280,9 @@ class ConsumerBase:
         return self._ledger.dead_lettered_by_policy
 
 
-class DeliveryBase:
-    """A received message with its settlement state. Twins add the verbs."""
+class DeliveryBase(contract.DeliveryView):
+    """A received message with its settlement state. Twins add the verbs; the
+    properties' documents are :class:`ackbridge.contract.DeliveryView`'s."""
 
     __slots__ = ("_consumer", "_record", "broker")
     _consumer: Any  # the face's consumer, which settles it
@@ -297,9 +294,6 @@ class DeliveryBase:
 
     @property
     def ack_handle(self) -> str:
-        """This delivery's ack handle, which any connection to the broker may settle
-        (``Connection.settle_handles``); UnsupportedVerbError where acks are bound to
-        the receiving connection (see :mod:`ackbridge.handles`)."""
         return handles.handle_of(self._consumer._connection.capabilities, self._record.message)
 
     @property
@@ -316,10 +310,12 @@ class DeliveryBase:
 
     @property
     def source(self) -> str:
+        """The queue, topic or address it came from."""
         return self._record.message.source
 
     @property
     def routing_key(self) -> str | None:
+        """The routing key or topic it was published with, where the broker tells."""
         return self._record.message.routing_key
 
     @property
@@ -328,18 +324,22 @@ class DeliveryBase:
 
     @property
     def correlation_id(self) -> str | None:
+        """The publisher's correlation id, where it gave one."""
         return self._record.message.correlation_id
 
     @property
     def reply_to(self) -> str | None:
+        """Where replies go, where the publisher said."""
         return self._record.message.reply_to
 
     @property
     def content_type(self) -> str | None:
+        """The publisher's content type, where it gave one."""
         return self._record.message.content_type
 
     @property
     def timestamp(self) -> float | None:
+        """When it was published (epoch seconds), where the broker or publisher tells."""
         return self._record.message.timestamp
 
     @property
@@ -356,6 +356,7 @@ class DeliveryBase:
 
     @property
     def requested_acks(self) -> tuple[str, ...]:
+        """The labelled acknowledgements its publisher requested (issue them with ``acknowledge``)."""
         return requested_labels(self._record.message.headers)
 
     @property
@@ -364,7 +365,6 @@ class DeliveryBase:
 
     @property
     def stale(self) -> bool:
-        """True once the connection generation it came on has ended."""
         return self._record.stale
 
     @property

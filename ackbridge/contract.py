@@ -33,25 +33,46 @@ class DeliveryView(Protocol):
     __slots__ = ()  # the faces' deliveries and confirms are slotted: no __dict__ from here
 
     @property
-    def body(self) -> bytes: ...
+    def body(self) -> bytes:
+        """The message body."""
+
     @property
-    def headers(self) -> Mapping[str, Any]: ...
+    def headers(self) -> Mapping[str, Any]:
+        """Application headers (ackbridge's own, such as ``ackbridge-seq``, included)."""
+
     @property
-    def message_id(self) -> str | None: ...
+    def message_id(self) -> str | None:
+        """The publisher's message id, where it gave one."""
+
     @property
-    def redelivered(self) -> bool: ...
+    def redelivered(self) -> bool:
+        """True when the broker delivered this message before (to anyone)."""
+
     @property
-    def delivery_count(self) -> int | None: ...
+    def delivery_count(self) -> int | None:
+        """How often the broker has delivered this message, where it counts."""
+
     @property
-    def generation(self) -> int: ...
+    def generation(self) -> int:
+        """The connection generation it came on (a reconnect starts the next)."""
+
     @property
-    def state(self) -> State: ...
+    def state(self) -> State:
+        """Pending, or how it was settled."""
+
     @property
-    def stale(self) -> bool: ...
+    def stale(self) -> bool:
+        """True once the connection generation it came on has ended."""
+
     @property
-    def settled(self) -> bool: ...
+    def settled(self) -> bool:
+        """True once it has been acked, requeued or rejected."""
+
     @property
-    def ack_handle(self) -> str: ...
+    def ack_handle(self) -> str:
+        """This delivery's ack handle, which any connection to the broker may settle
+        (``Connection.settle_handles``); UnsupportedVerbError where acks are bound to
+        the receiving connection (see :mod:`ackbridge.handles`)."""
 
 
 class Delivery(DeliveryView, Protocol):
@@ -143,13 +164,20 @@ class ConsumerView(Protocol):
     source: str
 
     @property
-    def unsettled(self) -> int: ...
+    def unsettled(self) -> int:
+        """Deliveries of the live generation not settled on the wire yet."""
+
     @property
-    def duplicates_dropped(self) -> int: ...
+    def duplicates_dropped(self) -> int:
+        """Deliveries acked without being handed out: duplicates within ``dedupe_window``."""
+
     @property
-    def gaps(self) -> int: ...
+    def gaps(self) -> int:
+        """Messages reported missing by loss detection (``on_gap``)."""
+
     @property
-    def missing(self) -> dict[str, list[int]]: ...
+    def missing(self) -> dict[str, list[int]]:
+        """The sequence numbers reported missing, per producer id (``on_gap``)."""
 
 
 class Consumer(ConsumerView, Protocol):

@@ -157,7 +157,9 @@ def test_damage_met_by_the_polling_thread_is_recorded_logged_and_raised(
         damage.corrupt_message_pages(harness.path)
         eventually(lambda: transport.failure is not None, message="the polling thread met the damage")
     assert deaths == []
-    assert any(r.levelname == "ERROR" and str(harness.path) in r.getMessage() for r in caplog.records)
+    # The failure is recorded before it is logged (the log call is outside the transport's lock).
+    eventually(lambda: any(r.levelname == "ERROR" and str(harness.path) in r.getMessage() for r in caplog.records),
+               message="the damage logged")
     with pytest.raises(DamagedFileError, match=str(harness.path)):
         held.ack()
 

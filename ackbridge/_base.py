@@ -6,7 +6,7 @@ import itertools
 import logging
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ackbridge import contract, engine, handles
 from ackbridge.capabilities import Capabilities, Verb
@@ -22,6 +22,10 @@ from ackbridge.transport import TransportBase
 from ackbridge.urls import BrokerURL
 
 log = logging.getLogger("ackbridge")
+
+TransportT = TypeVar("TransportT", bound=TransportBase)
+ConsumerT = TypeVar("ConsumerT")
+PublisherT = TypeVar("PublisherT")
 
 HANDLER_OWNS = ("this consumer hands every delivery to its handler; get() and iteration are for a consumer "
                  "made without handler=")
@@ -115,13 +119,11 @@ class EventRouter:
             consumer._on_generation_end(generation)
 
 
-class ConnectionBase:
+class ConnectionBase(Generic[TransportT, ConsumerT, PublisherT]):
     """What the sync and async connections share: their bookkeeping and the live
-    capability table."""
+    capability table. Each face names its transport, consumer and publisher types."""
 
-    _transport: TransportBase
-    #: Publisher of each publish awaiting its confirm, by sequence number.
-    _publishers: dict[int, Any]
+    _transport: TransportT
 
     def __init__(self, url: BrokerURL, options: Mapping[str, Any]) -> None:
         self.url = url
@@ -133,9 +135,10 @@ class ConnectionBase:
         quiet_client_libraries()
         self._acks = AckBook(self._observer)
         self._closed = False
-        self._consumers: dict[str, Any] = {}
-        self._publishers = {}
-        self._default_publisher: Any = None
+        self._consumers: dict[str, ConsumerT] = {}
+        #: Publisher of each publish awaiting its confirm, by sequence number.
+        self._publishers: dict[int, PublisherT] = {}
+        self._default_publisher: PublisherT | None = None
         # The transport's events go to a router, not to the connection: its
         # callbacks are not public API (the async face moves them onto its loop).
         self._router = EventRouter(self._consumers, self._publishers, self._observer, self._on_reply)
@@ -178,7 +181,7 @@ class ConsumerBase(contract.ConsumerView):
 
     #: Deliveries received and not handed out yet (the face's Delivery objects).
     _ready: deque[Any]
-    _connection: ConnectionBase
+    _connection: ConnectionBase[Any, Any, Any]
 
     def __init__(self, subscription: str, source: str, ledger: Ledger, guard: ConsumerGuard | None = None) -> None:
         self._guard = guard

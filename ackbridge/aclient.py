@@ -19,26 +19,21 @@ from ackbridge.async_publisher import AsyncConfirm, AsyncPublisher, _AsyncAckWai
 from ackbridge.capabilities import Topology
 from ackbridge.engine import BatchResult
 from ackbridge.errors import AckbridgeError
-from ackbridge.keywords import ConsumeOptions, PublisherOptions
+from ackbridge.keywords import ConsumeOptions, PublisherOptions, PublishOptions
 from ackbridge.labels import LabelAck
 from ackbridge.loop_handoff import LoopEvents, LoopHandoff
 from ackbridge.messages import QueueInfo, WireVerb
-from ackbridge.publishing import PublishOptions
 from ackbridge.transport import AsyncTransport
 from ackbridge.urls import BrokerURL
 
 __all__ = ["AsyncConfirm", "AsyncConnection", "AsyncConsumer", "AsyncDelivery", "AsyncHandler", "AsyncPublisher"]
 
 
-class AsyncConnection(ConnectionBase, contract.AsyncConnection):
+class AsyncConnection(ConnectionBase[AsyncTransport, AsyncConsumer, AsyncPublisher], contract.AsyncConnection):
     """One broker connection for asyncio, made by :func:`ackbridge.connect_async`.
 
     Use it as an async context manager; its methods run on the loop that opened it.
     """
-
-    _transport: AsyncTransport
-    _consumers: dict[str, AsyncConsumer]
-    _default_publisher: AsyncPublisher | None
 
     def __init__(self, url: BrokerURL, transport_type: type[AsyncTransport], options: Mapping[str, Any],
                  transport_options: Mapping[str, Any]) -> None:

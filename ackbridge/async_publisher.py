@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from ackbridge import contract, engine, guaranteed
 from ackbridge.errors import AckbridgeError
+from ackbridge.keywords import PublishOptions
 from ackbridge.labels import AckCollector, AggregatedAcks
 from ackbridge.messages import ConfirmOutcome, OutboundMessage, unknown, unsent
-from ackbridge.publishing import ConfirmBase, PublisherBase, PublishOptions, build_message
+from ackbridge.publishing import ConfirmBase, PublisherBase, build_message
 
 if TYPE_CHECKING:
     from ackbridge.aclient import AsyncConnection
@@ -21,28 +22,23 @@ class AsyncConfirm(ConfirmBase, contract.AsyncConfirm):
     """The broker's answer to one publish. ``await confirm`` gives its
     :class:`~ackbridge.ConfirmOutcome` (as ``await confirm.result()`` does)."""
 
-    __slots__ = ("_future", "_publisher")
+    __slots__ = ("_future",)
     _acks: _AsyncAckWaiter | None
+    #: Set for a guaranteed publish: its expiry may send it again instead of resolving it.
+    _publisher: AsyncPublisher | None
 
     def __init__(self, seq: int, message: OutboundMessage, deadline: float, loop: asyncio.AbstractEventLoop,
                  attempts: guaranteed.Attempts | None, publisher: AsyncPublisher | None = None) -> None:
-        ConfirmBase.__init__(self, seq, message, deadline, attempts)
-        #: Set for a guaranteed publish: its expiry may send it again instead of resolving it.
-        self._publisher = publisher
+        ConfirmBase.__init__(self, publisher, seq, message, attempts)
+        self._deadline = deadline
         self._future: asyncio.Future[ConfirmOutcome] = loop.create_future()
 
     def _resolve(self, outcome: ConfirmOutcome) -> bool:
-        if self._future.done():
+        if self._outcome is not None:
             return False
+        self._outcome = outcome
         self._future.set_result(outcome)
         return True
-
-    def done(self) -> bool:
-        return self._future.done()
-
-    @property
-    def outcome(self) -> ConfirmOutcome | None:
-        return self._future.result() if self._future.done() else None
 
     def add_done_callback(self, callback: Callable[[AsyncConfirm], None]) -> None:
         """Call *callback(confirm)* on the loop once the outcome is known."""

@@ -17,10 +17,9 @@ from ackbridge._base import ConnectionBase, DeliveryBase
 from ackbridge.capabilities import Topology
 from ackbridge.engine import BatchResult
 from ackbridge.errors import AckbridgeError
-from ackbridge.keywords import ConsumeOptions, PublisherOptions
+from ackbridge.keywords import ConsumeOptions, PublisherOptions, PublishOptions
 from ackbridge.labels import LabelAck
 from ackbridge.messages import QueueInfo, WireVerb
-from ackbridge.publishing import PublishOptions
 from ackbridge.sync_consumer import Consumer, Delivery, Handler
 from ackbridge.sync_publisher import Confirm, Publisher, _AckWaiter
 from ackbridge.transport import SyncTransport
@@ -29,15 +28,11 @@ from ackbridge.urls import BrokerURL
 __all__ = ["Confirm", "Connection", "Consumer", "Delivery", "Handler", "Publisher"]
 
 
-class Connection(ConnectionBase, contract.Connection):
+class Connection(ConnectionBase[SyncTransport, Consumer, Publisher], contract.Connection):
     """One broker connection (one transport), made by :func:`ackbridge.connect`.
 
     Use it as a context manager; it is thread-safe.
     """
-
-    _transport: SyncTransport
-    _consumers: dict[str, Consumer]
-    _default_publisher: Publisher | None
 
     def __init__(self, url: BrokerURL, transport_type: type[SyncTransport], options: Mapping[str, Any],
                  transport_options: Mapping[str, Any]) -> None:

@@ -20,10 +20,9 @@ from typing import Any, Protocol, Unpack
 
 from ackbridge.capabilities import Capabilities
 from ackbridge.engine import BatchResult
-from ackbridge.keywords import ConsumeOptions, PublisherOptions
+from ackbridge.keywords import ConsumeOptions, PublisherOptions, PublishOptions
 from ackbridge.labels import AggregatedAcks
 from ackbridge.messages import ConfirmOutcome, QueueInfo, WireVerb
-from ackbridge.publishing import PublishOptions
 from ackbridge.settlement import State
 
 
@@ -131,7 +130,8 @@ class ConfirmView(Protocol):
         """True once the outcome is known."""
 
     @property
-    def outcome(self) -> ConfirmOutcome | None: ...
+    def outcome(self) -> ConfirmOutcome | None:
+        """The outcome (confirmed, refused or unknown); None while it is not known."""
 
 
 class Confirm(ConfirmView, Protocol):

@@ -51,23 +51,26 @@ class HeldWork:
     def hold_publishes(self, hold: bool) -> list[tuple[int, tuple[Any, ...]]]:
         """Start holding publishes, or stop: then (seq, prepared) of each held publish of
         the live generation, in call order, for the caller to send."""
-        if hold:
-            if self.publishes is None:
-                self.publishes = []
-            return []
-        held, self.publishes = self.publishes or [], None
+        held: list[HeldPublish] = self._switch("publishes", hold)
         live = self._generation()
         return [(seq, prepared) for seq, generation, prepared in held if generation == live]
 
     def hold_writes(self, hold: bool) -> list[WireSettle]:
         """Start holding settlements, or stop: then the held ones of the live generation."""
-        if hold:
-            if self.writes is None:
-                self.writes = []
-            return []
-        held, self.writes = self.writes or [], None
+        held: list[WireSettle] = self._switch("writes", hold)
         live = self._generation()
         return [op for op in held if op.generation == live]
+
+    def _switch(self, kind: str, hold: bool) -> list[Any]:
+        """Start holding *kind* ("publishes" or "writes"; nothing to hand back), or
+        stop: what was held, for the caller to filter by generation."""
+        held = getattr(self, kind)
+        if hold:
+            if held is None:
+                setattr(self, kind, [])
+            return []
+        setattr(self, kind, None)
+        return held or []
 
     def lost(self, reason: str) -> None:
         """The connection went: held publishes end unsent, held settlements are dropped."""

@@ -1,5 +1,5 @@
-"""The keyword arguments of ``consume()`` and ``publisher()``, declared once for
-both faces (``publish()``'s are :class:`ackbridge.publishing.PublishOptions`).
+"""The keyword arguments of ``consume()``, ``publisher()`` and ``publish()``,
+declared once for both faces.
 
 Both faces take them as ``**options: Unpack[...]``, so a type checker and an
 IDE see every name and type, and a name that is not here is refused at run
@@ -9,7 +9,7 @@ time with a "did you mean".
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypedDict
 
 from ackbridge.errors import InvalidOptionError
@@ -51,6 +51,22 @@ class PublisherOptions(TypedDict, total=False):
     sequence: bool
     #: The producer id stamped (default: a random one per publisher).
     producer_id: str | None
+
+
+class PublishOptions(TypedDict, total=False):
+    """The keyword arguments of every ``publish`` (both faces, publishers and connections)."""
+
+    headers: Mapping[str, Any] | None
+    message_id: str | None
+    correlation_id: str | None
+    reply_to: str | None
+    content_type: str | None
+    #: False: the broker may keep it in memory only (faster, lost on a broker restart).
+    persistent: bool
+    #: Labelled acknowledgements to request from consumers (and ``broker-persisted``).
+    requested_acks: Iterable[str] | None
+    #: Seconds to wait for the requested labelled acknowledgements.
+    ack_timeout: float
 
 
 def check_keywords(call: str, given: Mapping[str, Any], declared: type) -> None:

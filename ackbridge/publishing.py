@@ -12,12 +12,13 @@ import itertools
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ackbridge import engine, guaranteed
+from ackbridge import contract, engine, guaranteed
 from ackbridge.backoff import Backoff
 from ackbridge.errors import AckbridgeError, ConnectionLostError, InvalidLabelError, InvalidOptionError
+from ackbridge.keywords import PublishOptions
 from ackbridge.labels import BROKER_PERSISTED, REQUESTED_ACKS_HEADER
 from ackbridge.messages import ConfirmOutcome, ConfirmStatus, OutboundMessage, unknown, unsent
 
@@ -26,22 +27,6 @@ if TYPE_CHECKING:
 
 _INT64 = (-(2**63), 2**63 - 1)
 _HEADER_SCALARS = (str, bytes, bool, int, float, type(None))
-
-
-class PublishOptions(TypedDict, total=False):
-    """The keyword arguments of every ``publish`` (both faces, publishers and connections)."""
-
-    headers: Mapping[str, Any] | None
-    message_id: str | None
-    correlation_id: str | None
-    reply_to: str | None
-    content_type: str | None
-    #: False: the broker may keep it in memory only (faster, lost on a broker restart).
-    persistent: bool
-    #: Labelled acknowledgements to request from consumers (and ``broker-persisted``).
-    requested_acks: Iterable[str] | None
-    #: Seconds to wait for the requested labelled acknowledgements.
-    ack_timeout: float
 
 
 _PUBLISH_KEYS = frozenset(PublishOptions.__annotations__)
@@ -124,23 +109,38 @@ def next_flush_wait(oldest_deadline: float, end: float | None, now: float) -> fl
     return min(left, 1.0)
 
 
-class ConfirmBase:
-    """What both faces' confirms hold: which publish it answers, when its wait
-    ends, its retransmission record and its labelled-ack waiter."""
+class ConfirmBase(contract.ConfirmView):
+    """What both faces' confirms hold: which publish it answers, its outcome once
+    known, when its wait ends, its retransmission record and its labelled-ack waiter."""
 
-    __slots__ = ("_acks", "_attempts", "_deadline", "_destination", "_span", "correlation_id", "message_id", "seq")
+    __slots__ = ("_acks", "_attempts", "_callbacks", "_deadline", "_destination", "_outcome", "_publisher", "_span",
+                 "correlation_id", "message_id", "seq")
+    _deadline: float
+    #: Set by the publisher while metrics or traces are recorded.
+    _destination: str
+    _span: Any
 
-    def __init__(self, seq: int, message: OutboundMessage, deadline: float,
+    def __init__(self, publisher: Any, seq: int, message: OutboundMessage,
                  attempts: guaranteed.Attempts | None) -> None:
+        # The sync face's constructor as it is (one call per publish, the hot path):
+        # _deadline is set once the window has room; _destination and _span only by
+        # _observe, when something records them.
         self.seq = seq
         self.message_id = message.message_id
         self.correlation_id = message.correlation_id
-        self._deadline = deadline
         self._attempts = attempts
         self._acks: Any = None
-        #: Set by the publisher while metrics or traces are recorded.
-        self._destination = ""
-        self._span: Any = None
+        self._publisher = publisher
+        self._outcome: ConfirmOutcome | None = None
+        #: The sync face's done-callbacks (the async face's future keeps its own).
+        self._callbacks: list[Callable[[Any], None]] | None = None
+
+    def done(self) -> bool:
+        return self._outcome is not None
+
+    @property
+    def outcome(self) -> ConfirmOutcome | None:
+        return self._outcome
 
     def __repr__(self) -> str:
         return engine.confirm_repr(self)
@@ -159,7 +159,7 @@ class PublisherBase:
     window: int
     retransmitted: int
 
-    def __init__(self, connection: ConnectionBase, window: int, confirm_timeout: float,
+    def __init__(self, connection: ConnectionBase[Any, Any, Any], window: int, confirm_timeout: float,
                  guarantee: guaranteed.Guarantee | None = None) -> None:
         self._connection = connection
         self._guarantee = guarantee if guarantee is not None and guarantee.active else None

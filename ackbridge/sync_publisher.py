@@ -7,11 +7,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Unpack
 
-from ackbridge import contract, engine, guaranteed
+from ackbridge import contract, engine
 from ackbridge.errors import AckbridgeError
+from ackbridge.keywords import PublishOptions
 from ackbridge.labels import AckCollector, AggregatedAcks
 from ackbridge.messages import ConfirmOutcome, OutboundMessage, unsent
-from ackbridge.publishing import ConfirmBase, PublisherBase, PublishOptions, build_message
+from ackbridge.publishing import ConfirmBase, PublisherBase, build_message
 
 if TYPE_CHECKING:
     from ackbridge.client import Connection
@@ -22,30 +23,11 @@ class Confirm(ConfirmBase, contract.Confirm):
     ``confirm_timeout`` at the latest (then as unknown)."""
 
     # No per-confirm Event or Lock: waiting uses the publisher's condition, so a
-    # publish costs one lock round-trip (this is the hot path).
-    __slots__ = ("_callbacks", "_outcome", "_publisher")
+    # publish costs one lock round-trip (this is the hot path). ConfirmBase's
+    # constructor is this face's own.
+    __slots__ = ()
     _acks: _AckWaiter | None
-
-    def __init__(self, publisher: Publisher, seq: int, message: OutboundMessage,
-                 attempts: guaranteed.Attempts | None) -> None:
-        # ConfirmBase's fields set here, not through its __init__: one call less per
-        # publish. _deadline is set by publish() once the window has room;
-        # _destination and _span only by _observe, when something records them.
-        self.seq = seq
-        self.message_id = message.message_id
-        self.correlation_id = message.correlation_id
-        self._attempts = attempts
-        self._acks = None
-        self._publisher = publisher
-        self._outcome: ConfirmOutcome | None = None
-        self._callbacks: list[Callable[[Confirm], None]] | None = None
-
-    def done(self) -> bool:
-        return self._outcome is not None
-
-    @property
-    def outcome(self) -> ConfirmOutcome | None:
-        return self._outcome
+    _publisher: Publisher
 
     def add_done_callback(self, callback: Callable[[Confirm], None]) -> None:
         """Call *callback(confirm)* once the outcome is known (at once if it is)."""

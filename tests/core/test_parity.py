@@ -86,3 +86,20 @@ def test_hooks_are_documented() -> None:
 def test_transport_callbacks_are_not_public(face: type) -> None:
     for name in ("deliver", "confirm", "generation_ended", "reply", "failed"):
         assert not hasattr(face, name), f"{face.__name__}.{name} is a transport callback"
+
+
+@pytest.mark.parametrize(("sync", "async_"), PAIRS, ids=[p[0].__name__ for p in PAIRS])
+def test_each_face_subclasses_its_contract_and_takes_its_documents(sync: type, async_: type) -> None:
+    """mypy holds a face to the Protocol it subclasses; the contract's docstrings,
+    written once, are the faces' (inspect.getdoc and help() find them there), and a
+    slotted face gains no __dict__ from the contract."""
+    by_name = {c.__name__: (c, a) for c, a in contract.PAIRS}
+    sync_contract, async_contract = by_name[sync.__name__]
+    assert sync_contract in sync.__mro__ and async_contract in async_.__mro__
+    for face, protocol in ((sync, sync_contract), (async_, async_contract)):
+        for name in _contract_names(protocol):
+            member = getattr(face, name, None)
+            if callable(member) or isinstance(member, property):
+                assert inspect.getdoc(member), f"{face.__name__}.{name} has no document"
+        if "__slots__" in vars(face):
+            assert "__dict__" not in dir(face), f"{face.__name__} instances would carry a __dict__"

@@ -22,9 +22,14 @@ The driver JVM's CPU in a short run is mostly its JIT compiler (C2) compiling
 Spark's hot paths: ``--warm`` sizes the warm-up query, ``--jvm-options`` passes
 e.g. ``-XX:TieredStopAtLevel=1`` (see docs/benchmarks.md).
 
+Bodies are ``b"x" * size`` unless ``--bodies distinct``: Parquet's min/max
+statistics then compare each body with the column's minimum and maximum to its
+last byte, a cost equal bodies alone have (see docs/benchmarks.md). ``--sink-option``
+passes options to the Parquet sink.
+
 usage: .venv/bin/python benchmarks/spark_parallel_bench.py [--messages 150000] [--sizes 256,4096]
        [--batch 25000] [--prefetch 2000] [--trigger 0.5] [--write-ahead] [--warm 5000] [--rounds 1]
-       [--jvm-options "-XX:TieredStopAtLevel=1"]
+       [--jvm-options "-XX:TieredStopAtLevel=1"] [--bodies same|distinct] [--sink-option KEY=VALUE]
 """
 
 from __future__ import annotations
@@ -75,11 +80,16 @@ def settled(queue: str, n: int = 0) -> bool:
     return int(q.get("messages", -1)) == 0 and int(q.get("messages_unacknowledged", -1)) == 0
 
 
-def publish(queue: str, n: int, size: int) -> None:
+def publish(queue: str, n: int, size: int, bodies: str = "same") -> None:
+    """*n* messages of *size* bytes: all ``b"x" * size`` (``same``), or each starting with
+    its own number (``distinct``; the rest is the same filler)."""
     body = b"x" * size
     with ackbridge.connect(URL) as conn:
         conn.declare_queue(queue, dead_letter=False)
         for i in range(n):
+            if bodies == "distinct":
+                head = b"%d:" % i
+                body = head + b"x" * max(0, size - len(head))
             conn.publish(queue, body, message_id=f"b-{i}")
         assert conn.flush(timeout=600)
     # The management API counts late: wait until it shows them all.
@@ -252,7 +262,8 @@ def first_batch(progress: list[Any], start: float) -> dict[str, Any]:
 
 
 def spark_run(spark: Any, queue: str, n: int, batch: int, parallelism: int, work: Path,
-              trigger: float = 0.5, write_ahead: bool = False) -> dict[str, Any]:
+              trigger: float = 0.5, write_ahead: bool = False,
+              sink_options: dict[str, str] | None = None) -> dict[str, Any]:
     table, ck = work / f"t-{queue}", work / f"ck-{queue}"
     reader = (spark.readStream.format("ackbridge").option("url", URL).option("queue", queue)
               .option("maxRecordsPerBatch", str(batch)).option("parallelism", str(parallelism)))
@@ -263,6 +274,8 @@ def spark_run(spark: Any, queue: str, n: int, batch: int, parallelism: int, work
     start = time.time()
     writer = (frame.select("message_id", "body", "source").writeStream.format("parquet")
               .option("path", str(table)).option("checkpointLocation", str(ck)))
+    for key, value in (sink_options or {}).items():
+        writer = writer.option(key, value)
     if trigger > 0:  # 0: Spark's default trigger, each batch as soon as the last ended
         writer = writer.trigger(processingTime=f"{trigger} seconds")
     query = writer.start()
@@ -308,7 +321,13 @@ def main() -> None:
                         help="messages of the warm-up query (the JIT compiles Spark's hot paths during it)")
     parser.add_argument("--jvm-options", default="",
                         help="spark.driver.extraJavaOptions, e.g. -XX:TieredStopAtLevel=1 (C1 only: no C2 compiles)")
+    parser.add_argument("--bodies", choices=("same", "distinct"), default="same",
+                        help="same: every body b'x' * size; distinct: each starts with its number (Parquet's "
+                             "min/max statistics compare equal bodies to their last byte)")
+    parser.add_argument("--sink-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of the Parquet sink, e.g. parquet.column.statistics.enabled#body=false")
     args = parser.parse_args()
+    sink_options = dict(item.split("=", 1) for item in args.sink_option)
     from pyspark.sql import SparkSession
 
     import ackbridge_spark
@@ -324,7 +343,7 @@ def main() -> None:
     try:
         warm = f"bench-warm-{uuid.uuid4().hex[:6]}"
         publish(warm, args.warm, 256)
-        spark_run(spark, warm, args.warm, args.batch, 2, work, args.trigger, args.write_ahead)
+        spark_run(spark, warm, args.warm, args.batch, 2, work, args.trigger, args.write_ahead, sink_options)
         delete(warm)
         for size, round_no in ((int(s), r) for s in args.sizes.split(",") for r in range(1, args.rounds + 1)):
             for label, kind, k in (("raw drain", "raw", 1), ("raw drain", "raw", 2),
@@ -332,7 +351,7 @@ def main() -> None:
                 for attempt in range(3):
                     queue = f"bench-{uuid.uuid4().hex[:8]}"
                     try:
-                        publish(queue, args.messages, size)
+                        publish(queue, args.messages, size, args.bodies)
                         if kind == "raw":
                             rate, cpu, got = raw_drain(queue, k, args.prefetch)
                             if got != args.messages:
@@ -341,7 +360,7 @@ def main() -> None:
                                    "messages": got}
                         else:
                             row = spark_run(spark, queue, args.messages, args.batch, k, work, args.trigger,
-                                            args.write_ahead)
+                                            args.write_ahead, sink_options)
                         break
                     except Exception as exc:  # the shared broker was restarted under the run: redo it
                         print(f"# {label} x{k} at {size} B, attempt {attempt + 1}: {type(exc).__name__}; "
@@ -353,7 +372,8 @@ def main() -> None:
                 else:
                     raise SystemExit(f"{label} x{k} at {size} B failed three times")
                 row = {"size": size, "round": round_no, "run": f"{label} x{k}", **row,
-                       "MB/s": round(row["msgs/s"] * size / 1e6, 1)}
+                       "MB/s": round(row["msgs/s"] * size / 1e6, 1),
+                       "cpu us/msg": {kind: round(s * 1e6 / args.messages, 1) for kind, s in row["cpu_s"].items()}}
                 print(json.dumps(row), flush=True)
                 results.append(row)
         for size in (int(s) for s in args.sizes.split(",")):

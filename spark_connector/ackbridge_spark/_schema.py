@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-import sys
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -94,21 +94,20 @@ class BodyScratch:
     The body bytes are copied once, into memory the process already has: built
     anew per batch (``pa.array`` or ``bytes.join``), a batch of 4 KiB bodies
     takes ~100 MB of fresh pages, and faulting them in cost more CPU than the
-    copy itself (8 us per 4 KiB body on the 2-core test machine, against ~1 us
+    copy itself (~8 us per 4 KiB body on the 2-core test VM, against ~1-2 us
     into a reused buffer). Kept up to *keep* bytes: a larger batch gets a buffer
-    of its own, freed with it. Reused only when nothing references the last
-    batch's buffer any more; otherwise a new one is made.
+    of its own, freed with it. Reused only once no Arrow buffer of the last batch
+    points into it any more (the view it handed out is gone); else a new one is made.
     """
 
     def __init__(self, keep: int = 256 * 1024 * 1024) -> None:
         self._keep = keep
         self._buf = bytearray()
+        self._lent: weakref.ref[memoryview] | None = None
 
     def join(self, values: Sequence[Any], total: int) -> pa.Buffer:
         buf = self._buf
-        # Two references: self._buf and this frame's. More: an Arrow buffer of an
-        # earlier batch still points into it.
-        if len(buf) < total or sys.getrefcount(buf) > 3:
+        if len(buf) < total or (self._lent is not None and self._lent() is not None):
             buf = bytearray(total)
             if total <= self._keep:
                 self._buf = buf
@@ -118,7 +117,10 @@ class BodyScratch:
             n = len(v)
             view[pos:pos + n] = v
             pos += n
-        return pa.py_buffer(view[:total])
+        lent = view[:total]
+        if buf is self._buf:
+            self._lent = weakref.ref(lent)  # alive as long as an Arrow buffer holds it
+        return pa.py_buffer(lent)
 
 
 def _binary_array(values: list[Any], scratch: BodyScratch | None = None) -> pa.Array:

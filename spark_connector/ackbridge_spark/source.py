@@ -369,9 +369,8 @@ def read_partition(partition: InputPartition) -> Iterator[pa.RecordBatch]:
 
     A write-ahead file is memory-mapped, not read: the batches point into the
     page cache, with no copy of the file in the worker's memory. Rows go out in
-    slices of about ``READ_CHUNK_BYTES``: Spark receives each as one Arrow
-    message, and a planned batch of 4 KiB bodies would otherwise be one message
-    of ~100 MB, for which the JVM allocates, and faults in, a new buffer.
+    slices of about ``READ_CHUNK_BYTES``, each one Arrow message to Spark,
+    instead of one message per planned batch (~100 MB at 25,000 bodies of 4 KiB).
     """
     assert isinstance(partition, AckbridgePartition)
     if partition.path is not None:

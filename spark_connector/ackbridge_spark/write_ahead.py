@@ -39,8 +39,8 @@ def write_atomically(path: str, data: bytes | pa.RecordBatch, mode: int = PRIVAT
         if isinstance(data, pa.RecordBatch):
             os.close(fd)
             fd = -1
-            # pyarrow's own file: each buffer goes to write(2) as it is (a Python file
-            # object in between would be handed copies). The file exists with its mode.
+            # pyarrow's own file: the batch's buffers go to write(2) as they are. The
+            # file already exists with its mode (pyarrow would create it 0666 & ~umask).
             with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_stream(sink, data.schema) as writer:
                 writer.write_batch(data)
             if durable:

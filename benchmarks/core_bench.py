@@ -73,24 +73,33 @@ class DirectEvents:
         pass
 
 
-def direct(url: str, options: Mapping[str, Any], n: int, window: int, prefetch: int,
-           *, inline: bool = False) -> tuple[float, float, float, float]:
-    """Drive the transport with no core. ``inline``: settle inside deliver, on the
-    transport's thread; otherwise hand batches of deliveries to this thread."""
+def open_direct(url: str, options: Mapping[str, Any]) -> tuple[LocalTransport, DirectEvents]:
     events = DirectEvents()
     transport = LocalTransport(parse_url(url), options, events)
     transport.open()
-    queue = f"direct-{uuid.uuid4().hex[:6]}"
+    return transport, events
+
+
+def direct_publish(transport: LocalTransport, events: DirectEvents, queue: str, n: int,
+                   window: int) -> tuple[float, float]:
+    """Publish *n* with at most *window* unconfirmed, straight to the transport: (msgs/s, CPU s per message)."""
     start, cpu = time.perf_counter(), time.process_time()
-    for seq in range(1, n + 1):
+    base = events.confirmed
+    for seq in range(base + 1, base + n + 1):
         with events.cond:
             while seq - events.confirmed > window:
                 events.cond.wait()
         transport.publish(seq, queue, OutboundMessage(BODY, message_id=str(seq)))
     with events.cond:
-        while events.confirmed < n:
+        while events.confirmed < base + n:
             events.cond.wait()
-    publish_s, publish_cpu = time.perf_counter() - start, time.process_time() - cpu
+    return n / (time.perf_counter() - start), (time.process_time() - cpu) / n
+
+
+def direct_consume(transport: LocalTransport, events: DirectEvents, queue: str, n: int, prefetch: int,
+                   *, inline: bool = False) -> tuple[float, float]:
+    """Consume and ack *n* straight from the transport. ``inline``: settle inside deliver,
+    on the transport's thread; otherwise hand batches of deliveries to this thread."""
     start, cpu = time.perf_counter(), time.process_time()
     if inline:
         events.inline = transport
@@ -110,33 +119,42 @@ def direct(url: str, options: Mapping[str, Any], n: int, window: int, prefetch: 
                 transport.settle([WireSettle(WireVerb.ACK, message.wire_tag, message.generation, "s", False,
                                              message)])
                 settled += 1
-    consume_s, consume_cpu = time.perf_counter() - start, time.process_time() - cpu
+    return n / (time.perf_counter() - start), (time.process_time() - cpu) / n
+
+
+def direct(url: str, options: Mapping[str, Any], n: int, window: int, prefetch: int,
+           *, inline: bool = False) -> tuple[float, float, float, float]:
+    """Drive the transport with no core: publish *n*, then consume them."""
+    transport, events = open_direct(url, options)
+    queue = f"direct-{uuid.uuid4().hex[:6]}"
+    publish_rate, publish_cpu = direct_publish(transport, events, queue, n, window)
+    consume_rate, consume_cpu = direct_consume(transport, events, queue, n, prefetch, inline=inline)
     transport.close()
-    return n / publish_s, n / consume_s, publish_cpu / n, consume_cpu / n
+    return publish_rate, consume_rate, publish_cpu, consume_cpu
 
 
-def through_core(url: str, n: int, window: int, prefetch: int) -> tuple[float, float, float, float]:
-    queue = f"core-{uuid.uuid4().hex[:6]}"
-    with ackbridge.connect(url) as conn:
-        publisher = conn.publisher(window=window)
-        start, cpu = time.perf_counter(), time.process_time()
-        for i in range(n):
-            publisher.publish(queue, BODY, message_id=str(i))
-        publisher.flush()
-        publish_s, publish_cpu = time.perf_counter() - start, time.process_time() - cpu
-        start, cpu = time.perf_counter(), time.process_time()
-        consumer = conn.consume(queue, prefetch=prefetch)
-        for _ in range(n):
-            delivery = consumer.get(timeout=60)
-            assert delivery is not None
-            delivery.ack()
-        consume_s, consume_cpu = time.perf_counter() - start, time.process_time() - cpu
-    return n / publish_s, n / consume_s, publish_cpu / n, consume_cpu / n
+def core_publish(conn: ackbridge.Connection, queue: str, n: int, window: int) -> tuple[float, float]:
+    publisher = conn.publisher(window=window)
+    start, cpu = time.perf_counter(), time.process_time()
+    for i in range(n):
+        publisher.publish(queue, BODY, message_id=str(i))
+    publisher.flush()
+    return n / (time.perf_counter() - start), (time.process_time() - cpu) / n
 
 
-def through_core_handler(url: str, n: int, prefetch: int) -> tuple[float, float]:
+def core_consume(conn: ackbridge.Connection, queue: str, n: int, prefetch: int) -> tuple[float, float]:
+    """A get() loop, each delivery acked on the caller's thread."""
+    start, cpu = time.perf_counter(), time.process_time()
+    consumer = conn.consume(queue, prefetch=prefetch)
+    for _ in range(n):
+        delivery = consumer.get(timeout=60)
+        assert delivery is not None
+        delivery.ack()
+    return n / (time.perf_counter() - start), (time.process_time() - cpu) / n
+
+
+def core_consume_handler(conn: ackbridge.Connection, queue: str, n: int, prefetch: int) -> tuple[float, float]:
     """Consume with consume(handler=...): each delivery acked on the transport's thread."""
-    queue = f"hnd-{uuid.uuid4().hex[:6]}"
     cond = threading.Condition()
     settled = [0]
 
@@ -146,19 +164,32 @@ def through_core_handler(url: str, n: int, prefetch: int) -> tuple[float, float]
             settled[0] += 1
             cond.notify()
 
+    start, cpu = time.perf_counter(), time.process_time()
+    consumer = conn.consume(queue, prefetch=prefetch, handler=handler)
+    with cond:
+        while settled[0] < n:
+            cond.wait()
+    rate, cpu_each = n / (time.perf_counter() - start), (time.process_time() - cpu) / n
+    consumer.close()
+    return rate, cpu_each
+
+
+def through_core(url: str, n: int, window: int, prefetch: int) -> tuple[float, float, float, float]:
+    queue = f"core-{uuid.uuid4().hex[:6]}"
+    with ackbridge.connect(url) as conn:
+        publish_rate, publish_cpu = core_publish(conn, queue, n, window)
+        consume_rate, consume_cpu = core_consume(conn, queue, n, prefetch)
+    return publish_rate, consume_rate, publish_cpu, consume_cpu
+
+
+def through_core_handler(url: str, n: int, prefetch: int) -> tuple[float, float]:
+    queue = f"hnd-{uuid.uuid4().hex[:6]}"
     with ackbridge.connect(url) as conn:
         publisher = conn.publisher()
         for i in range(n):
             publisher.publish(queue, BODY, message_id=str(i))
         publisher.flush()
-        start, cpu = time.perf_counter(), time.process_time()
-        consumer = conn.consume(queue, prefetch=prefetch, handler=handler)
-        with cond:
-            while settled[0] < n:
-                cond.wait()
-        consume_s, consume_cpu = time.perf_counter() - start, time.process_time() - cpu
-        consumer.close()
-    return n / consume_s, consume_cpu / n
+        return core_consume_handler(conn, queue, n, prefetch)
 
 
 def main() -> None:

@@ -1,0 +1,257 @@
+"""Instructions per message, counted by valgrind: the benchmarks' work with the machine's noise taken out.
+
+Timed ratios on a shared 2-core VM move by 10% or more between runs of identical
+code (docs/benchmarks.md). Valgrind's callgrind counts the instructions a process
+executes: the same for the same work, whatever else the machine is doing. Each
+side of each row (the raw client, or ackbridge) runs in a child process under
+callgrind at two message counts; the difference in instructions over the
+difference in messages is the cost per message, with interpreter start-up and
+imports cancelled out. Filling a queue for a consume row happens in this parent
+process and is not counted.
+
+    ratio = raw client's instructions per message / ackbridge's
+
+so it reads like the timed benchmarks' throughput ratios (above 1: ackbridge does
+less work per message than the raw client). Instructions are not seconds: waiting
+(fsync, the broker, the network) costs none, and a cache miss costs as much as an
+add. It is the CPU side of a benchmark, counted exactly.
+
+    .venv/bin/python benchmarks/instructions.py [--rows core,rabbitmq,mqtt,amqp10] [--n1 2000 --n2 6000]
+
+Before/after a change: run this script from each checkout's virtualenv
+(``/other/.venv/bin/python benchmarks/instructions.py``); the benchmark functions
+it drives use the public API and the transport contract both sides share.
+``--bench-dir`` takes them from another folder instead.
+Needs ``valgrind`` (Debian's package of that name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+BODY = b"x" * 256
+CORE_OPTIONS = {"lease_timeout": 30.0, "fsync": True, "max_message_bytes": 16 << 20, "poll_ms": 20.0}
+_IREFS = re.compile(r"I\s+refs:\s+([\d,]+)")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One benchmark row: its two sides, and what the parent prepares (uncounted) for a count of n."""
+
+    group: str
+    name: str
+    raw: str
+    ackbridge: str
+    prepare: Callable[[dict[str, Any], int], None] | None = None
+
+
+def _core(side: str, n: int, ctx: dict[str, Any]) -> None:
+    import core_bench as cb
+
+    import ackbridge
+    url, queue = ctx["url"], ctx["queue"]
+    if side.startswith("direct"):
+        transport, events = cb.open_direct(url, CORE_OPTIONS)
+        if side == "direct_publish":
+            cb.direct_publish(transport, events, queue, n, 1000)
+        else:
+            cb.direct_consume(transport, events, queue, n, 500, inline=side == "direct_inline")
+        transport.close()
+        return
+    with ackbridge.connect(url) as conn:
+        {"core_publish": lambda: cb.core_publish(conn, queue, n, 1000),
+         "core_get": lambda: cb.core_consume(conn, queue, n, 500),
+         "core_handler": lambda: cb.core_consume_handler(conn, queue, n, 500)}[side]()
+
+
+def _rabbitmq(side: str, n: int, ctx: dict[str, Any]) -> None:
+    import rabbitmq_bench as rb
+    {"raw_publish": lambda: rb.raw_publish(ctx["queue"], n, 1000),
+     "ab_publish": lambda: rb.ab_publish(ctx["queue"], n, 1000),
+     "raw_consume": lambda: rb.raw_consume(ctx["queue"], n, 1000, 100),
+     "ab_consume": lambda: rb.ab_consume(ctx["queue"], n, 1000, 100)}[side]()
+
+
+def _mqtt(side: str, n: int, ctx: dict[str, Any]) -> None:
+    import mqtt_bench as mb
+
+    from ackbridge_mqtt.sessions import derived_session_id
+    # The parent filled the session already: the child only consumes.
+    mb._fill = lambda topic, m, port: derived_session_id(topic)
+    topic, port = ctx["topic"], ctx.get("port", mb.PORT)
+    {"raw_publish": lambda: mb.raw_publish(n, topic),
+     "ab_publish": lambda: mb.ab_publish(n, topic),
+     "raw_consume": lambda: mb.raw_consume(n, topic, port),
+     "ab_consume": lambda: mb.ab_consume(n, topic, port),
+     "ab_consume_handler": lambda: mb.ab_consume_handler(n, topic, port)}[side]()
+
+
+def _amqp10(side: str, n: int, ctx: dict[str, Any]) -> None:
+    import amqp10_bench as ab
+    address = ctx["address"]
+    {"raw_send": lambda: ab.raw_send(address, n, BODY),
+     "ab_send": lambda: ab.ab_send(address, n, BODY, 65536),
+     "ab_send_1000": lambda: ab.ab_send(address, n, BODY, 1000),
+     "raw_receive": lambda: ab.raw_receive(address, n, 200),
+     "ab_receive": lambda: ab.ab_receive(address, n, 200),
+     "ab_receive_handler": lambda: ab.ab_receive_handler(address, n, 200)}[side]()
+
+
+CHILDREN: dict[str, Callable[[str, int, dict[str, Any]], None]] = {
+    "core": _core, "rabbitmq": _rabbitmq, "mqtt": _mqtt, "amqp10": _amqp10}
+
+
+def _core_queue(ctx: dict[str, Any], n: int) -> None:
+    ctx["queue"] = f"instr-{uuid.uuid4().hex[:8]}"
+
+
+def _core_fill(ctx: dict[str, Any], n: int) -> None:
+    import core_bench as cb
+    _core_queue(ctx, n)
+    transport, events = cb.open_direct(ctx["url"], CORE_OPTIONS)
+    cb.direct_publish(transport, events, ctx["queue"], n, 1000)
+    transport.close()
+
+
+def _rabbitmq_empty(ctx: dict[str, Any], n: int) -> None:
+    import rabbitmq_bench as rb
+    rb.purge(ctx["queue"])
+
+
+def _rabbitmq_fill(ctx: dict[str, Any], n: int) -> None:
+    import rabbitmq_bench as rb
+    rb.purge(ctx["queue"])
+    rb.fill(ctx["queue"], n)
+
+
+def _mqtt_fill(ctx: dict[str, Any], n: int) -> None:
+    import mqtt_bench as mb
+    ctx["topic"] = f"bench/{uuid.uuid4().hex[:8]}/q"
+    mb._fill(ctx["topic"], n, ctx["port"])
+
+
+def _mqtt_topic(ctx: dict[str, Any], n: int) -> None:
+    ctx["topic"] = f"bench/{uuid.uuid4().hex[:8]}/nosub"
+
+
+def _amqp10_empty(ctx: dict[str, Any], n: int) -> None:
+    import amqp10_bench as ab
+    ab._mgmt("DELETE", ctx["queue"], suffix="/contents")
+
+
+def _amqp10_fill(ctx: dict[str, Any], n: int) -> None:
+    import amqp10_bench as ab
+    _amqp10_empty(ctx, n)
+    ab.raw_send(ctx["address"], n, BODY)
+
+
+ROWS = [
+    Row("core", "publish with confirms", "direct_publish", "core_publish", _core_queue),
+    Row("core", "consume, per-message ack, get()", "direct_consume", "core_get", _core_fill),
+    Row("core", "consume, per-message ack, handler", "direct_consume", "core_handler", _core_fill),
+    Row("core", "  (raw settling inline, as a handler)", "direct_inline", "core_handler", _core_fill),
+    Row("rabbitmq", "publish + confirms", "raw_publish", "ab_publish", _rabbitmq_empty),
+    Row("rabbitmq", "consume, conflated acks", "raw_consume", "ab_consume", _rabbitmq_fill),
+    Row("mqtt", "publish + confirm", "raw_publish", "ab_publish", _mqtt_topic),
+    Row("mqtt", "consume, handler", "raw_consume", "ab_consume_handler", _mqtt_fill),
+    Row("mqtt", "consume, get()", "raw_consume", "ab_consume", _mqtt_fill),
+    Row("amqp10", "send + settlement", "raw_send", "ab_send", _amqp10_empty),
+    Row("amqp10", "send, window 1000", "raw_send", "ab_send_1000", _amqp10_empty),
+    Row("amqp10", "receive, handler", "raw_receive", "ab_receive_handler", _amqp10_fill),
+    Row("amqp10", "receive, get()", "raw_receive", "ab_receive", _amqp10_fill),
+]
+
+
+@contextlib.contextmanager
+def _group_context(group: str) -> Iterator[dict[str, Any]]:
+    """What a group's rows share: a queue, a private Mosquitto, an AMQP 1.0 address."""
+    if group == "rabbitmq":
+        import rabbitmq_bench as rb
+        queue = f"ab-instr-{uuid.uuid4().hex[:8]}"
+        rb.declare(queue)
+        try:
+            yield {"queue": queue}
+        finally:
+            rb.delete(queue)
+    elif group == "mqtt":
+        import mqtt_bench as mb
+        with mb.private_mosquitto() as port:  # an unlimited queue for the backlog
+            yield {"port": port}
+    elif group == "amqp10":
+        import amqp10_bench as ab
+        queue = f"ab10-instr-{uuid.uuid4().hex[:8]}"
+        ab._mgmt("PUT", queue, {"durable": True, "auto_delete": False, "arguments": {}})
+        try:
+            yield {"queue": queue, "address": f"/amq/queue/{queue}"}
+        finally:
+            ab._mgmt("DELETE", queue)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:  # one embedded broker file for the group
+            yield {"url": f"local://{tmp}/bench.db"}
+
+
+def count(bench_dir: str, group: str, side: str, n: int, ctx: dict[str, Any]) -> int:
+    """Instructions of one child process doing *n* messages of one side, every thread counted."""
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+               sys.executable, os.path.abspath(__file__), "--bench-dir", bench_dir,
+               "--child", json.dumps([group, side, n, ctx])]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+    found = _IREFS.findall(done.stderr)
+    if done.returncode != 0 or not found:
+        raise RuntimeError(f"{group}/{side} n={n} failed (rc {done.returncode}):\n{done.stderr[-3000:]}")
+    return int(found[-1].replace(",", ""))
+
+
+def per_message(bench_dir: str, row: Row, side: str, n1: int, n2: int, ctx: dict[str, Any]) -> float:
+    counts = []
+    for n in (n1, n2):
+        if row.prepare is not None:
+            row.prepare(ctx, n)
+        counts.append(count(bench_dir, row.group, side, n, ctx))
+    return (counts[1] - counts[0]) / (n2 - n1)
+
+
+def main() -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", default="core,rabbitmq,mqtt,amqp10", help="groups to count, comma-separated")
+    parser.add_argument("--n1", type=int, default=2000)
+    parser.add_argument("--n2", type=int, default=6000)
+    parser.add_argument("--bench-dir", default=here, help="import the benchmark modules from this folder")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    sys.path.insert(0, args.bench_dir)
+    if args.child:
+        group, side, n, ctx = json.loads(args.child)
+        CHILDREN[group](side, n, ctx)
+        return
+    if shutil.which("valgrind") is None:
+        parser.error("valgrind is not installed (apt-get install valgrind)")
+    groups = args.rows.split(",")
+    if args.n2 <= args.n1:
+        parser.error("--n2 must be larger than --n1")
+    print(f"instructions per message (callgrind, every thread of the client process), "
+          f"n = {args.n2} - {args.n1}; benchmarks from {args.bench_dir}")
+    print(f"{'row':44} {'raw client':>12} {'ackbridge':>12} {'ratio':>7}")
+    for group in groups:
+        with _group_context(group) as ctx:
+            for row in (r for r in ROWS if r.group == group):
+                raw = per_message(args.bench_dir, row, row.raw, args.n1, args.n2, ctx)
+                ours = per_message(args.bench_dir, row, row.ackbridge, args.n1, args.n2, ctx)
+                print(f"{group + ': ' + row.name:44} {raw:12,.0f} {ours:12,.0f} {raw / ours:7.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,13 +1,13 @@
-"""Instructions per message, counted by valgrind: the benchmarks' work with the machine's noise taken out.
+"""Instructions per message, counted by valgrind: the benchmarks' work with most of the machine's noise taken out.
 
 Timed ratios on a shared 2-core VM move by 10% or more between runs of identical
 code (docs/benchmarks.md). Valgrind's callgrind counts the instructions a process
-executes: the same for the same work, whatever else the machine is doing. Each
-side of each row (the raw client, or ackbridge) runs in a child process under
-callgrind at two message counts; the difference in instructions over the
-difference in messages is the cost per message, with interpreter start-up and
-imports cancelled out. Filling a queue for a consume row happens in this parent
-process and is not counted.
+executes, which the machine's other work does not change (except through timing
+where threads meet: below). Each side of each row (the raw client, or ackbridge)
+runs in a child process under callgrind at two message counts; the difference in
+instructions over the difference in messages is the cost per message, with
+interpreter start-up and imports cancelled out. Filling a queue for a consume row
+happens in this parent process and is not counted.
 
     ratio = raw client's instructions per message / ackbridge's
 
@@ -16,20 +16,21 @@ less work per message than the raw client).
 
 Where threads meet (a broker's I/O thread and the caller's), how many messages
 each wake-up carries depends on timing, and so does the count: the rows of the
-core and the broker groups move by a few percent between runs (more for raw
-pika's publish loop). The ``engine`` rows are exact: one thread and the example
-plugin's in-process transport, which confirms and delivers at once, so the count
-is the same in every run and the difference between the sides is the core's own
-work per message. Instructions are not seconds: waiting
-(fsync, the broker, the network) costs none, and a cache miss costs as much as an
-add. It is the CPU side of a benchmark, counted exactly.
+core and the broker groups move by up to a few percent between runs (raw pika's
+publish loop by up to a quarter). The ``engine`` rows are exact: one thread and
+the example plugin's in-process transport, which confirms and delivers at once,
+so the count is the same in every run and the difference between the sides is
+the core's own work per message. Instructions are not seconds: waiting (fsync,
+the broker, the network) and the kernel's work cost none, and a cache miss counts
+as one instruction.
 
-    .venv/bin/python benchmarks/instructions.py [--rows core,rabbitmq,mqtt,amqp10] [--n1 2000 --n2 6000]
+    .venv/bin/python benchmarks/instructions.py [--rows engine,core,rabbitmq,mqtt,amqp10] [--n1 2000 --n2 6000]
 
 Before/after a change: run this script from each checkout's virtualenv
 (``/other/.venv/bin/python benchmarks/instructions.py``); the benchmark functions
 it drives use the public API and the transport contract both sides share.
-``--bench-dir`` takes them from another folder instead.
+``--bench-dir`` takes them from another folder instead. The AMQP 1.0 rows need
+RabbitMQ's management and AMQP 1.0 plugins (``scripts/brokers.sh``).
 Needs ``valgrind`` (Debian's package of that name).
 """
 
@@ -296,6 +297,7 @@ def per_message(bench_dir: str, row: Row, side: str, n1: int, n2: int, ctx: dict
     for n in (n1, n2):
         if row.prepare is not None:
             row.prepare(ctx, n)
+        print(f"  counting {row.group}/{side}, {n} messages", file=sys.stderr, flush=True)  # minutes each
         counts.append(count(bench_dir, row.group, side, n, ctx))
     return (counts[1] - counts[0]) / (n2 - n1)
 
@@ -317,6 +319,9 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         parser.error("valgrind is not installed (apt-get install valgrind)")
     groups = args.rows.split(",")
+    unknown = [g for g in groups if g not in CHILDREN]
+    if unknown:
+        parser.error(f"unknown row group(s) {', '.join(unknown)}; known: {', '.join(CHILDREN)}")
     if args.n2 <= args.n1:
         parser.error("--n2 must be larger than --n1")
     print(f"instructions per message (callgrind, every thread of the client process), "

@@ -273,9 +273,11 @@ def _group_context(group: str) -> Iterator[dict[str, Any]]:
             yield {"queue": queue, "address": f"/amq/queue/{queue}"}
         finally:
             ab._mgmt("DELETE", queue)
-    else:
+    elif group == "core":
         with tempfile.TemporaryDirectory() as tmp:  # one embedded broker file for the group
             yield {"url": f"local://{tmp}/bench.db"}
+    else:
+        yield {}  # engine: each child makes its own in-process broker
 
 
 def count(bench_dir: str, group: str, side: str, n: int, ctx: dict[str, Any]) -> int:

@@ -113,6 +113,11 @@ class ProxiedHarness(BrokerHarness):
         return lambda: seam.generation != before
 
     def break_connection(self, connection: Any) -> None:
+        if self.proxy.replies_held:
+            # A client whose writes leave on its own I/O thread (proton's container) may
+            # not have sent what was just published: cut only once its bytes stop
+            # arriving, so the cut meets them on the wire, unconfirmed.
+            _until_quiet(lambda: self.proxy.bytes_to_target, quiet_s=0.3, limit_s=5.0)
         seen = self.cut_seen(connection)
         self.proxy.reset()
         eventually(seen, timeout=15, message="client noticed the cut")
@@ -121,3 +126,16 @@ class ProxiedHarness(BrokerHarness):
     def hold_confirms(self, connection: Any) -> Iterator[None]:
         with self.proxy.held_replies():
             yield
+
+
+def _until_quiet(count: Callable[[], int], *, quiet_s: float, limit_s: float) -> None:
+    """Return once *count* has not moved for *quiet_s* (or after *limit_s* in all)."""
+    deadline = time.monotonic() + limit_s
+    last, since = count(), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+        now = count()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return

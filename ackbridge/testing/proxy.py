@@ -31,6 +31,7 @@ class FaultProxy:
         self.port = 0
         self.latency_s = 0.0
         self.connections_seen = 0
+        self.bytes_to_target = 0  # forwarded client -> target, all connections together
         self._blackhole = False
         self._hold_replies = False
         self._cut_after: int | None = None
@@ -69,6 +70,10 @@ class FaultProxy:
             yield
         finally:
             self._hold_replies = False
+
+    @property
+    def replies_held(self) -> bool:
+        return self._hold_replies
 
     def cut_mid_frame(self, after_bytes: int = 3) -> None:
         """Forward only *after_bytes* of the next chunk (either way), then reset."""
@@ -161,6 +166,8 @@ class FaultProxy:
                         self._reset_all()
                         return
                 dst.write(data)
+                if not from_target:
+                    self.bytes_to_target += len(data)
                 await dst.drain()
         except (OSError, ConnectionError, asyncio.CancelledError):
             pass

@@ -4,33 +4,40 @@ Start with :func:`connect` (or :func:`connect_async`); the URL's scheme picks
 the plugin. See ``docs/`` for the settlement model.
 """
 
-from ackbridge.aclient import AsyncConfirm, AsyncConnection, AsyncConsumer, AsyncDelivery, AsyncPublisher
-from ackbridge.capabilities import Capabilities, ConfirmDurability, Durability, Level, Support, Topology, Verb
-from ackbridge.client import Confirm, Connection, Consumer, Delivery, Publisher
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ackbridge.aclient import AsyncConfirm, AsyncConnection, AsyncConsumer, AsyncDelivery, AsyncPublisher
+    from ackbridge.capabilities import Capabilities, ConfirmDurability, Durability, Level, Support, Topology, Verb
+    from ackbridge.client import Confirm, Connection, Consumer, Delivery, Publisher
+    from ackbridge.errors import (
+        AccessDeniedError,
+        AckbridgeError,
+        AlreadySettledError,
+        AuthenticationError,
+        BrokerError,
+        BrokerUnreachableError,
+        ConfigurationError,
+        ConnectionLostError,
+        DataLossError,
+        InvalidLabelError,
+        InvalidOptionError,
+        InvalidURLError,
+        PluginError,
+        SettlementError,
+        StaleDeliveryError,
+        UnknownSchemeError,
+        UnsupportedVerbError,
+    )
+    from ackbridge.labels import AggregatedAcks, LabelAck
+    from ackbridge.messages import ConfirmOutcome, ConfirmStatus, QueueInfo
+    from ackbridge.offset_log import LogRecord, OffsetLog, OffsetRange, open_offset_log
+    from ackbridge.settlement import State
+
+# Bound at import, not lazily: ``ackbridge.connect`` is also a submodule, and the
+# first import of a submodule sets the package attribute of that name to the module.
 from ackbridge.connect import connect, connect_async
-from ackbridge.errors import (
-    AccessDeniedError,
-    AckbridgeError,
-    AlreadySettledError,
-    AuthenticationError,
-    BrokerError,
-    BrokerUnreachableError,
-    ConfigurationError,
-    ConnectionLostError,
-    DataLossError,
-    InvalidLabelError,
-    InvalidOptionError,
-    InvalidURLError,
-    PluginError,
-    SettlementError,
-    StaleDeliveryError,
-    UnknownSchemeError,
-    UnsupportedVerbError,
-)
-from ackbridge.labels import AggregatedAcks, LabelAck
-from ackbridge.messages import ConfirmOutcome, ConfirmStatus, QueueInfo
-from ackbridge.offset_log import LogRecord, OffsetLog, OffsetRange, open_offset_log
-from ackbridge.settlement import State
 
 __version__ = "0.1.0"
 
@@ -82,3 +89,72 @@ __all__ = [
     "connect_async",
     "open_offset_log",
 ]
+
+# Names load on first use (PEP 562): a process that needs only a leaf module
+# (errors, files, offset_log: every Spark worker process, started anew for each
+# query) skips the clients, asyncio and the plugin registry, ~80 ms of imports.
+_EXPORTS: dict[str, str] = {
+    "AccessDeniedError": "ackbridge.errors",
+    "AckbridgeError": "ackbridge.errors",
+    "AggregatedAcks": "ackbridge.labels",
+    "AlreadySettledError": "ackbridge.errors",
+    "AsyncConfirm": "ackbridge.aclient",
+    "AsyncConnection": "ackbridge.aclient",
+    "AsyncConsumer": "ackbridge.aclient",
+    "AsyncDelivery": "ackbridge.aclient",
+    "AsyncPublisher": "ackbridge.aclient",
+    "AuthenticationError": "ackbridge.errors",
+    "BrokerError": "ackbridge.errors",
+    "BrokerUnreachableError": "ackbridge.errors",
+    "Capabilities": "ackbridge.capabilities",
+    "ConfigurationError": "ackbridge.errors",
+    "Confirm": "ackbridge.client",
+    "ConfirmDurability": "ackbridge.capabilities",
+    "ConfirmOutcome": "ackbridge.messages",
+    "ConfirmStatus": "ackbridge.messages",
+    "Connection": "ackbridge.client",
+    "ConnectionLostError": "ackbridge.errors",
+    "Consumer": "ackbridge.client",
+    "DataLossError": "ackbridge.errors",
+    "Delivery": "ackbridge.client",
+    "Durability": "ackbridge.capabilities",
+    "InvalidLabelError": "ackbridge.errors",
+    "InvalidOptionError": "ackbridge.errors",
+    "InvalidURLError": "ackbridge.errors",
+    "LabelAck": "ackbridge.labels",
+    "Level": "ackbridge.capabilities",
+    "LogRecord": "ackbridge.offset_log",
+    "OffsetLog": "ackbridge.offset_log",
+    "OffsetRange": "ackbridge.offset_log",
+    "PluginError": "ackbridge.errors",
+    "Publisher": "ackbridge.client",
+    "QueueInfo": "ackbridge.messages",
+    "SettlementError": "ackbridge.errors",
+    "StaleDeliveryError": "ackbridge.errors",
+    "State": "ackbridge.settlement",
+    "Support": "ackbridge.capabilities",
+    "Topology": "ackbridge.capabilities",
+    "UnknownSchemeError": "ackbridge.errors",
+    "UnsupportedVerbError": "ackbridge.errors",
+    "Verb": "ackbridge.capabilities",
+    "open_offset_log": "ackbridge.offset_log",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+    else:  # a submodule used as an attribute (``ackbridge.client``), as eager imports allowed
+        try:
+            value = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

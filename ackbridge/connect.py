@@ -7,13 +7,12 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec
 
 from ackbridge.errors import ConfigurationError
-from ackbridge.options import CONNECTION_OPTIONS, CORE_OPTIONS, resolve_options
-from ackbridge.plugins import AdapterSpec, registry
-from ackbridge.urls import BrokerURL, parse_url
 
 if TYPE_CHECKING:
     from ackbridge.aclient import AsyncConnection
     from ackbridge.client import Connection
+    from ackbridge.plugins import AdapterSpec
+    from ackbridge.urls import BrokerURL
 
 P = ParamSpec("P")
 
@@ -23,6 +22,12 @@ def resolve(url: str, options: Mapping[str, Any]) -> tuple[BrokerURL, AdapterSpe
 
     URL query parameters are options too; keyword arguments win over them.
     """
+    # Imported here: ``import ackbridge`` binds connect(), and a process that needs
+    # only a leaf module (a Spark worker) should not pay for the plugin registry.
+    from ackbridge.options import CONNECTION_OPTIONS, CORE_OPTIONS, resolve_options
+    from ackbridge.plugins import registry
+    from ackbridge.urls import parse_url
+
     parsed = parse_url(url)
     spec = registry().adapter(parsed.scheme)
     given: dict[str, Any] = dict(parsed.query)

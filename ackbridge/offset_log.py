@@ -24,8 +24,6 @@ from typing import Any
 
 from ackbridge.errors import ConfigurationError, UnsupportedVerbError
 from ackbridge.messages import InboundMessage
-from ackbridge.plugins import registry
-from ackbridge.urls import parse_url
 
 
 @dataclass(frozen=True)
@@ -109,6 +107,10 @@ class OffsetLog(abc.ABC):
 def open_offset_log(url: str, **options: Any) -> OffsetLog:
     """Open an :class:`OffsetLog` on the broker at *url*; its scheme picks the
     plugin. Raises UnsupportedVerbError where that broker keeps no offset log."""
+    # Imported here: the plugin registry (and asyncio under it) only when a log is opened.
+    from ackbridge.plugins import registry
+    from ackbridge.urls import parse_url
+
     parsed = parse_url(url)
     spec = registry().adapter(parsed.scheme)
     if spec.offset_log is None:

@@ -117,7 +117,7 @@ class ProxiedHarness(BrokerHarness):
             # A client whose writes leave on its own I/O thread (proton's container) may
             # not have sent what was just published: cut only once its bytes stop
             # arriving, so the cut meets them on the wire, unconfirmed.
-            _until_quiet(lambda: self.proxy.bytes_to_target, quiet_s=0.3, limit_s=5.0)
+            until_quiet(lambda: self.proxy.bytes_to_target, quiet_s=0.3, limit_s=5.0)
         seen = self.cut_seen(connection)
         self.proxy.reset()
         eventually(seen, timeout=15, message="client noticed the cut")
@@ -128,7 +128,7 @@ class ProxiedHarness(BrokerHarness):
             yield
 
 
-def _until_quiet(count: Callable[[], int], *, quiet_s: float, limit_s: float) -> None:
+def until_quiet(count: Callable[[], int], *, quiet_s: float, limit_s: float) -> None:
     """Return once *count* has not moved for *quiet_s* (or after *limit_s* in all)."""
     deadline = time.monotonic() + limit_s
     last, since = count(), time.monotonic()

@@ -30,7 +30,7 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from ackbridge.testing.faults import transport_of
-from ackbridge.testing.harness import BrokerHarness, eventually
+from ackbridge.testing.harness import BrokerHarness, eventually, until_quiet
 from ackbridge_mqtt.sessions import DEFAULT_DEAD_LETTER_TOPIC, dead_letter_topic, derived_session_id
 from tests.mqtt.tap import Tap
 
@@ -194,6 +194,10 @@ class MqttHarness(BrokerHarness):
         transport = self.transport(connection)
         links = transport.links()
         before = {id(link): link.generation for link in links}
+        if self.tap.holding():
+            # paho writes on its own loop thread: cut once the client's bytes stop
+            # arriving, so the cut meets what was just published on the wire.
+            until_quiet(lambda: self.tap.upstream_bytes, quiet_s=0.3, limit_s=5.0)
         self.tap.cut({link.client_id for link in links})
         eventually(lambda: all(not link.live or link.generation != before[id(link)] for link in links),
                    timeout=10, message="client noticed the cut")

@@ -80,6 +80,9 @@ class _Conn:
                         self.held_data.append(data)
                         continue
                 dst.sendall(data)
+                if upstream:
+                    with self.tap.lock:
+                        self.tap.upstream_bytes += len(data)
         except (OSError, ValueError):
             pass
         self.close()
@@ -140,6 +143,8 @@ class Tap:
         self.conns: list[_Conn] = []
         self.sent: Counter[str] = Counter()
         self.acked: Counter[str] = Counter()
+        #: Bytes forwarded client -> broker, every connection together.
+        self.upstream_bytes = 0
         self.server = socket.socket()
         self.server.bind(("127.0.0.1", 0))
         self.server.listen(64)
@@ -169,6 +174,10 @@ class Tap:
     def _matching(self, client_ids: set[str]) -> list[_Conn]:
         with self.lock:
             return [c for c in self.conns if not c.closed and c.client_id in client_ids]
+
+    def holding(self) -> bool:
+        with self.lock:
+            return any(c.held and not c.closed for c in self.conns)
 
     def cut(self, client_ids: set[str]) -> None:
         for conn in self._matching(client_ids):

@@ -27,7 +27,7 @@ def _loaded_after(statement: str) -> set[str]:
     "import ackbridge",
     "from ackbridge.errors import DataLossError",
     "from ackbridge.offset_log import OffsetLog",
-    "import ackbridge_spark.datasource",
+    pytest.param("import ackbridge_spark.datasource", marks=pytest.mark.spark),  # needs pyspark
 ])
 def test_a_leaf_import_loads_no_client(statement: str) -> None:
     loaded = _loaded_after(statement)

@@ -9,9 +9,10 @@ bash scripts/brokers.sh
 export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
 # Spark binds its driver to the first non-loopback address otherwise; tests talk to loopback only.
 export SPARK_LOCAL_IP=127.0.0.1
-echo "[test] ruff"
+stamp() { echo "[test $(date -u +%T)] $*"; }
+stamp "ruff"
 .venv/bin/ruff check .
-echo "[test] mypy --strict (core)"
+stamp "mypy --strict (core)"
 .venv/bin/mypy
 run_pytest() {
     set +e
@@ -33,9 +34,23 @@ fi
 # Most tests wait on brokers and subprocesses: two workers (one test file each at a time, so a
 # file's module fixtures stay on one worker). Tests that stop a broker other tests share run
 # alone afterwards.
-echo "[test] pytest, two workers"
+stamp "pytest, two workers"
 run_pytest -n 2 --dist loadfile -m "not stops_shared_broker and not runs_alone"
-echo "[test] pytest, tests that stop a shared broker or must run alone"
+# The lowest-versions venv is installed while the serial tests below wait on brokers. Not
+# during the parallel run: an editable install writes egg-info into the source tree, which
+# the packaging test builds its sdists from.
+lowest_log=$(mktemp)
+trap 'rm -f "$lowest_log"' EXIT
+bash scripts/test-lowest.sh --prepare >"$lowest_log" 2>&1 &
+lowest_pid=$!
+stamp "pytest, tests that stop a shared broker or must run alone"
 run_pytest -m "stops_shared_broker or runs_alone"
-echo "[test] fast tier on the lowest supported versions (constraints-lowest.txt)"
-bash scripts/test-lowest.sh
+stamp "fast tier on the lowest supported versions (constraints-lowest.txt)"
+if ! wait "$lowest_pid"; then
+    cat "$lowest_log" >&2
+    echo "[test] preparing the lowest-versions venv failed" >&2
+    exit 1
+fi
+cat "$lowest_log"
+bash scripts/test-lowest.sh --run
+stamp "done"

@@ -59,6 +59,9 @@ class _Conn:
         self.inflight: dict[int, str] = {}
         self.held = False
         self.held_data: list[bytes] = []
+        #: The client's packets wait here while set (a slow network towards the broker).
+        self.upstream_held = False
+        self.upstream_data: list[bytes] = []
         self.closed = False
         self.send_lock = threading.Lock()
 
@@ -78,6 +81,9 @@ class _Conn:
                 with self.send_lock:
                     if not upstream and self.held:
                         self.held_data.append(data)
+                        continue
+                    if upstream and self.upstream_held:
+                        self.upstream_data.append(data)
                         continue
                 dst.sendall(data)
                 if upstream:
@@ -114,6 +120,14 @@ class _Conn:
                 topic = self.inflight.pop(pid, None)
                 if topic is not None:
                     tap.acked[topic] += 1
+
+    def release_upstream(self) -> None:
+        with self.send_lock:
+            self.upstream_held = False
+            data, self.upstream_data = self.upstream_data, []
+            for chunk in data:
+                with contextlib.suppress(OSError):
+                    self.broker.sendall(chunk)
 
     def release(self) -> None:
         with self.send_lock:
@@ -194,6 +208,15 @@ class Tap:
         finally:
             for conn in conns:
                 conn.release()
+
+    def hold_upstream(self, client_ids: set[str]) -> list[_Conn]:
+        """Keep these clients' packets from the broker until ``release_upstream`` (or the
+        client closes its socket: then they are dropped, as a cut network would)."""
+        conns = self._matching(client_ids)
+        for conn in conns:
+            with conn.send_lock:
+                conn.upstream_held = True
+        return conns
 
     def close(self) -> None:
         self._stop = True

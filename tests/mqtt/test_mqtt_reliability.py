@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,6 +67,35 @@ def test_sigkilled_consumer_loses_nothing(harness: MqttHarness) -> None:
         assert all(d.redelivered for d in got), "the broker resent them with the dup flag"
         for d in got:
             d.ack()
+    assert peek_session(client_id) == []
+
+
+def test_close_returns_once_the_broker_has_read_every_puback(harness: MqttHarness) -> None:
+    """A PUBACK has no answer. close() makes one round trip after the last, so the next
+    connection of the session cannot take it over with PUBACKs still unread (Mosquitto
+    then closes the old connection and the messages come back). Here the client's
+    packets are held on the way to the broker for a second: close() must wait for them."""
+    topic = harness.new_queue(dead_letter=False)
+    client_id = f"ab-close-{uuid.uuid4().hex[:10]}"
+    ensure_session(client_id, topic)
+    harness.sessions.append(client_id)
+    bodies = [f"close-{i}".encode() for i in range(10)]
+    _publish(harness.url(), harness.protocol, topic, bodies)
+    conn = ackbridge.connect(harness.url(), protocol=harness.protocol, client_id=client_id)
+    consumer = conn.consume(topic, prefetch=20)
+    got = [consumer.get(timeout=15) for _ in bodies]
+    assert all(got)
+    held = harness.tap.hold_upstream({client_id})
+    assert held, "the consumer's connection passes through the tap"
+    release = threading.Timer(1.0, lambda: [c.release_upstream() for c in held])
+    release.start()
+    try:
+        for delivery in got:
+            assert delivery is not None
+            delivery.ack()
+        conn.close()  # without the round trip, the held PUBACKs die with the socket
+    finally:
+        release.join()
     assert peek_session(client_id) == []
 
 

@@ -25,6 +25,7 @@ import logging
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -120,6 +121,8 @@ class Link:
         self.blocked_on: int | None = None
         self.qos_of: dict[int, int] = {}
         self._suback_mid: int | None = None
+        #: Set by the UNSUBACK of close()'s barrier (see ``stop``).
+        self.barrier_passed = threading.Event()
         c = self.client
         c.max_inflight_messages_set(settings.publish_inflight)
         # paho's own loop reconnects (reconnect_on_failure above = the `reconnect` option):
@@ -137,6 +140,7 @@ class Link:
         c.on_publish = self._on_publish
         c.on_message = self._on_message
         c.on_subscribe = self._on_subscribe
+        c.on_unsubscribe = self._on_unsubscribe
 
     # ---- lifecycle --------------------------------------------------------------
     def start(self) -> None:
@@ -185,10 +189,31 @@ class Link:
         self.closing = True
         if graceful:
             self.drained(5.0)
+            if self.role == "consumer":
+                self._barrier(5.0)
         self.client.disconnect()
         self.disconnected.wait(5.0)
         self.client.loop_stop()
         self._end("closed")
+
+    def _barrier(self, timeout: float) -> None:
+        """Wait until the broker has read every PUBACK this link sent.
+
+        A PUBACK has no answer, and paho closes the socket right after DISCONNECT.
+        Mosquitto reads a connection's packets in order, but when a new connection
+        with the same client id (the next consumer of this session) is read first, it
+        closes the old one with its PUBACKs unread: those messages come back. One
+        round trip first (UNSUBSCRIBE of a filter this link never subscribed, which
+        leaves the session's subscriptions alone) puts every earlier PUBACK behind us.
+        """
+        with self.lock:
+            if not self.live:
+                return
+        self.barrier_passed.clear()
+        sent, _ = self.client.unsubscribe(f"ackbridge/close-barrier/{uuid.uuid4().hex}")  # never subscribed
+        if sent == MQTTErrorCode.MQTT_ERR_SUCCESS:
+            self.barrier_passed.wait(timeout)
+        # Otherwise not connected any more: nothing was waiting to be read.
 
     def sever(self, reason: str) -> None:
         """Cut the socket as a network fault would: the generation ends now, and
@@ -256,6 +281,10 @@ class Link:
         if failed:
             self.subscribe_error = ", ".join(f"{r.getName()} ({r.value:#04x})" for r in failed)
         self.subscribed.set()
+
+    def _on_unsubscribe(self, client: paho.Client, userdata: Any, mid: int, reasons: list[ReasonCode],
+                        properties: Properties | None) -> None:
+        self.barrier_passed.set()  # the link unsubscribes only for the close barrier
 
     def _on_disconnect(self, client: paho.Client, userdata: Any, flags: Any, reason: ReasonCode,
                        properties: Properties | None) -> None:

@@ -211,9 +211,11 @@ class Link:
                 return
         self.barrier_passed.clear()
         sent, _ = self.client.unsubscribe(f"ackbridge/close-barrier/{uuid.uuid4().hex}")  # never subscribed
-        if sent == MQTTErrorCode.MQTT_ERR_SUCCESS:
-            self.barrier_passed.wait(timeout)
-        # Otherwise not connected any more: nothing was waiting to be read.
+        if sent == MQTTErrorCode.MQTT_ERR_SUCCESS and not self.barrier_passed.wait(timeout):
+            log.warning("ackbridge-mqtt: closing %s: no answer from the broker within %.0f s; the last "
+                        "acknowledgements may not have reached it (those messages would be delivered again)",
+                        self.client_id, timeout)
+        # Not sent: not connected any more, so nothing was waiting to be read.
 
     def sever(self, reason: str) -> None:
         """Cut the socket as a network fault would: the generation ends now, and

@@ -86,7 +86,9 @@ def test_bad_credentials_are_authentication_errors(face: str, auth_mosquitto: Pr
 @pytest.mark.mqtt
 def test_right_credentials_on_the_private_broker_work(auth_mosquitto: PrivateMosquitto) -> None:
     with ackbridge.connect(auth_mosquitto.url("alice", "right-password")) as conn:
-        assert conn.publish(f"abtest/auth/{uuid.uuid4().hex[:8]}", b"x").result(10).confirmed
+        topic = f"abtest/auth/{uuid.uuid4().hex[:8]}"
+        conn.declare_queue(topic, dead_letter=False)  # a session holds it: a publish no one holds is refused
+        assert conn.publish(topic, b"x").result(10).confirmed
 
 
 @pytest.mark.rabbitmq
@@ -161,6 +163,7 @@ def test_mqtt5_over_the_brokers_maximum_packet_size_is_refused_before_sending() 
         generation = faults(conn).generation
         outcome = conn.publish(f"abtest/size/{uuid.uuid4().hex[:8]}", bytes(5000)).result(timeout=10)
         assert outcome.status is ConfirmStatus.REFUSED and "Maximum Packet Size (1100" in outcome.reason, outcome
+        conn.declare_queue("abtest/size/small", dead_letter=False)
         assert conn.publish("abtest/size/small", b"x").result(timeout=10).confirmed
         assert faults(conn).generation == generation
 

@@ -154,6 +154,11 @@ class MqttHarness(BrokerHarness):
     def connect_options(self) -> dict[str, Any]:
         return {"protocol": self.protocol}
 
+    def unroutable_target(self) -> str | None:
+        """MQTT 5: a topic no subscription or session holds (PUBACK 0x10, refused). 3.1.1's
+        PUBACK has no reason code, so nothing can be refused there."""
+        return f"abtest-unroutable/{uuid.uuid4().hex}" if self.protocol == "5" else None
+
     def new_queue(self, *, dead_letter: bool = True) -> str:
         topic = f"abtest/{self.run}/{uuid.uuid4().hex[:10]}"
         self._observer_subscribed.clear()

@@ -91,6 +91,7 @@ def test_mqtts_verifies_with_the_right_ca(tls_broker: tuple[int, Path, Path]) ->
     port, ca, _ = tls_broker
     with ackbridge.connect(f"mqtts://user:canary-pw-123@127.0.0.1:{port}", tls_ca_file=str(ca)) as conn:
         assert "canary-pw-123" not in repr(conn) + repr(transport_of(conn))
+        conn.declare_queue("abtest/tls", dead_letter=False)  # a session holds it: a publish no one holds is refused
         assert conn.publish("abtest/tls", b"x").result(timeout=10).status is ConfirmStatus.CONFIRMED
 
 
@@ -113,6 +114,7 @@ def test_mqtts_client_certificate(mtls_broker: tuple[int, Path, Path]) -> None:
     folder = ca.parent
     with ackbridge.connect(f"mqtts://127.0.0.1:{port}", tls_ca_file=str(ca), tls_cert_file=str(folder / "client.pem"),
                            tls_key_file=str(folder / "client.key")) as conn:
+        conn.declare_queue("abtest/mtls", dead_letter=False)
         assert conn.publish("abtest/mtls", b"x").result(timeout=10).status is ConfirmStatus.CONFIRMED
 
 

@@ -143,6 +143,7 @@ def _publish(target: Target, fault: str, mode: str, n: int, h: PubHistory) -> No
         lock = threading.Lock()
 
         def on_done(confirm: Any) -> None:
+            h.resolved_at[str(confirm.message_id)] = time.monotonic()
             with lock:
                 resolved[0] += 1
             if h.fault_end is not None and h.first_confirm_after is None and confirm.outcome.confirmed:
@@ -152,6 +153,7 @@ def _publish(target: Target, fault: str, mode: str, n: int, h: PubHistory) -> No
         while i < n or not _tail_done(h, after):
             message_id = f"{run}-{i}"
             h.attempted.add(message_id)
+            h.published_at[message_id] = time.monotonic()
             confirm = publisher.publish(target.publish_to, message_id.encode(), message_id=message_id)
             confirm.add_done_callback(on_done)
             confirms.append(confirm)
@@ -194,6 +196,7 @@ def _unresolved(confirms: list[Any]) -> int:
 
 def _inject(target: Target, fault: str, conn: Any, confirms: list[Any], h: PubHistory) -> threading.Thread | None:
     h.injections += 1
+    h.fault_start = time.monotonic()  # a restart sets it again when it issues the kill
     if fault == "connection-cut":
         h.pending_at_fault = _unresolved(confirms)
         faults(conn).sever("scoreboard cut the publisher's connection")
@@ -203,11 +206,13 @@ def _inject(target: Target, fault: str, conn: Any, confirms: list[Any], h: PubHi
     assert restart_fn is not None
 
     def issuing() -> None:
+        h.fault_start = time.monotonic()
         h.pending_at_fault = _unresolved(confirms)
 
     def down() -> None:
         # What was confirmed before the broker went (called at the end of the outage: the confirms
         # it sent before dying are in, and none comes while it is down).
+        h.down_at = time.monotonic()
         h.confirmed_at_fault = {str(c.message_id) for c in list(confirms)
                                 if c.outcome is not None and c.outcome.confirmed}
 

@@ -33,6 +33,25 @@ class PubHistory:
     fault_end: float | None = None
     first_confirm_after: float | None = None
     elapsed_s: float = 0.0
+    #: When the fault was issued and when its outage ended (time.monotonic()), and, per id, when
+    #: it was published and when its confirm resolved: what a LOST id's report says.
+    fault_start: float | None = None
+    down_at: float | None = None
+    published_at: dict[str, float] = field(default_factory=dict)
+    resolved_at: dict[str, float] = field(default_factory=dict)
+
+    def timeline(self, ids: set[str], limit: int = 5) -> str:
+        """When each of *ids* was published and resolved, in seconds from the fault's start."""
+        origin = self.fault_start if self.fault_start is not None else 0.0
+
+        def rel(t: float | None) -> str:
+            return "-" if t is None else f"{t - origin:+.2f} s"
+
+        lines = [f"fault at 0 s, outage end (down) {rel(self.down_at)}, broker back {rel(self.fault_end)}"]
+        for message_id in sorted(ids)[:limit]:
+            lines.append(f"{message_id}: published {rel(self.published_at.get(message_id))}, "
+                         f"resolved {rel(self.resolved_at.get(message_id))}")
+        return "; ".join(lines)
 
     def outcome(self, message_id: str, status: ConfirmStatus) -> None:
         {ConfirmStatus.CONFIRMED: self.confirmed, ConfirmStatus.REFUSED: self.refused,
@@ -64,6 +83,10 @@ class PublisherRow:
     left: int | None = None
     seconds: float = 0.0
     error: str = ""
+    #: For LOST ids: when each was published and confirmed, relative to the fault (not in the table).
+    lost_timeline: str = ""
+    #: Publishes the broker refused (final, never sent again; MQTT 5: 0x10 after a restart). Not in the table.
+    refused: int = 0
 
     HEADERS = ("broker", "role", "fault", "mode", "injections", "confirms pending at fault", "attempted",
                "confirmed", "indeterminate", "delivered", "LOST", "lost by the broker", "UNEXPECTED",
@@ -75,9 +98,10 @@ class PublisherRow:
         if self.error or self.lost or self.unexpected or self.left:
             return False
         if self.mode == "retransmit":
-            # Every attempted id delivered (bar what the broker itself lost after confirming), once.
+            # Every attempted id delivered (bar what the broker itself lost after confirming, and
+            # what it refused: final, told to the application), once.
             return (self.app_duplicates == 0 and self.indeterminate == 0
-                    and self.delivered == self.attempted - self.broker_lost)
+                    and self.delivered == self.attempted - self.broker_lost - self.refused)
         return True
 
     def cells(self) -> tuple[str, ...]:
@@ -107,7 +131,9 @@ def score(target: Target, fault: str, mode: str, h: PubHistory) -> PublisherRow:
         recovered=len(delivered & h.indeterminate), retransmitted=h.retransmitted,
         app_duplicates=sum(c - 1 for c in h.delivered.values()),
         recovery_s="-" if recovery is None else f"{max(recovery, 0.0):.2f}", seconds=h.elapsed_s,
-        published_during_fault=h.published_during_fault)
+        published_during_fault=h.published_during_fault,
+        lost_timeline=h.timeline(missing - broker_lost) if missing - broker_lost else "",
+        refused=len(h.refused))
 
 
 def markdown(rows: list[PublisherRow]) -> str:

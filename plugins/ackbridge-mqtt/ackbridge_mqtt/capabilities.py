@@ -65,8 +65,10 @@ CAPABILITIES_V5 = Capabilities(
         Verb.CUMULATIVE_ACK: emulated("individual PUBACKs in receive order (MQTT has no cumulative ack)"),
         Verb.CONFIRM: native("PUBACK (QoS 1) / PUBCOMP (QoS 2) with a reason code"),
         Verb.CONFIRM_REFUSED: native("QoS 1 PUBACK reason code >= 0x80 (e.g. 0x87 not authorized, "
-                                     "0x97 quota exceeded); a PUBLISH over the CONNACK's Maximum Packet Size "
-                                     "(Mosquitto max_packet_size) is refused before sending; Mosquitto 2.0's "
+                                     "0x97 quota exceeded) or 0x10 (no matching subscribers: no session "
+                                     "holds the topic, the message went nowhere); a PUBLISH over the "
+                                     "CONNACK's Maximum Packet Size (Mosquitto max_packet_size) is refused "
+                                     "before sending; Mosquitto 2.0's "
                                      "message_size_limit is not told: it drops the connection (unknown)"),
         Verb.DELIVERY_COUNT: emulated(
             "lower bound: ackbridge-attempt user property carried by requeued copies, +1 if the dup flag "

@@ -50,6 +50,9 @@ from ackbridge_mqtt.tls import configure_tls, connect_error, refused_connect
 
 log = logging.getLogger("ackbridge.mqtt")
 
+#: MQTT 5 PUBACK reason code: accepted, but no subscription matched (nothing holds the message).
+NO_MATCHING_SUBSCRIBERS = 0x10
+
 _generations = itertools.count(1)
 _generation_lock = threading.Lock()
 
@@ -319,8 +322,13 @@ class Link:
 
     def _on_publish(self, client: paho.Client, userdata: Any, mid: int, reason: ReasonCode,
                     properties: Properties | None) -> None:
-        # paho holds self.lock (its _out_message_mutex) while calling this.
-        ok = not (self.v5 and reason.is_failure)
+        # paho holds self.lock (its _out_message_mutex) while calling this. 0x10 "No matching
+        # subscribers" is a success code in MQTT 5, but no subscription and no persistent
+        # session holds the message: it went nowhere, as an unroutable publish does on
+        # RabbitMQ. Mosquitto answers so for the sessions it restored after a restart until
+        # their clients subscribe again (the scoreboard's broker-restart row lost such
+        # messages while they were counted confirmed).
+        ok = not (self.v5 and (reason.is_failure or reason.value == NO_MATCHING_SUBSCRIBERS))
         seq = self.pending.pop(mid, None)
         if seq is not None:
             outcome: ConfirmOutcome = CONFIRMED if ok else refused(

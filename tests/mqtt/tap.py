@@ -125,17 +125,13 @@ class _Conn:
         with self.send_lock:
             self.upstream_held = False
             data, self.upstream_data = self.upstream_data, []
-            for chunk in data:
-                with contextlib.suppress(OSError):
-                    self.broker.sendall(chunk)
+            _send_all(self.broker, data)
 
     def release(self) -> None:
         with self.send_lock:
             self.held = False
             data, self.held_data = self.held_data, []
-            for chunk in data:
-                with contextlib.suppress(OSError):
-                    self.client.sendall(chunk)
+            _send_all(self.client, data)
 
     def close(self) -> None:
         with self.tap.lock:
@@ -148,6 +144,13 @@ class _Conn:
                 sock.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 sock.close()
+
+
+def _send_all(sock: socket.socket, chunks: list[bytes]) -> None:
+    """Forward what was held, in order (a closed socket drops it, as a cut network would)."""
+    for chunk in chunks:
+        with contextlib.suppress(OSError):
+            sock.sendall(chunk)
 
 
 class Tap:

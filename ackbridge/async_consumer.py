@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -15,12 +16,15 @@ from ackbridge._base import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_fa
 from ackbridge.engine import BatchResult
 from ackbridge.errors import AckbridgeError, ConfigurationError
 from ackbridge.guaranteed import ConsumerGuard
+from ackbridge.interruptions import DRAIN_S, interrupted
 from ackbridge.messages import InboundMessage, WireSettle, WireVerb
 from ackbridge.settlement import Ledger
 
 if TYPE_CHECKING:
     from ackbridge.aclient import AsyncConnection
     from ackbridge.async_publisher import AsyncConfirm
+
+log = logging.getLogger("ackbridge")
 
 #: What a handler consumer is given: a function called with each delivery; it may
 #: return an awaitable (an ``async def`` handler), which is awaited.
@@ -52,9 +56,14 @@ class AsyncDelivery(DeliveryBase, contract.AsyncDelivery):
     async def process(self, *, requeue: bool = False) -> AsyncIterator[AsyncDelivery]:
         try:
             yield self
-        except BaseException:
+        except Exception:
             if not self.settled and not self.stale:
                 await (self.requeue() if requeue else self.reject())
+            raise
+        except BaseException:
+            # A cancelled task, Ctrl-C, sys.exit: the work was stopped, not failed,
+            # so the message goes back to the queue (see interruptions.py).
+            await self._consumer._hand_back(self)
             raise
         if not self.settled and not self.stale:
             await self.ack()
@@ -129,17 +138,29 @@ class AsyncConsumer(ConsumerBase, contract.AsyncConsumer):
     async def close(self) -> None:
         if self._closed:
             return
+        # Nothing more is handed out; what was received and not handed out goes
+        # back to the broker with the subscription.
+        self._closed = True
+        self._ready.clear()
+        self._arrived.set()
+        runner = self._runner
+        if runner is not None and runner is not asyncio.current_task() and not runner.done():
+            # Drain: the delivery the handler holds may still be settled (the runner
+            # ends by itself once it sees the closed flag).
+            done, _ = await asyncio.wait({runner}, timeout=DRAIN_S)
+            if not done:
+                log.warning("ackbridge: the handler of %r did not finish within %.0f s of close(); its delivery "
+                            "returns to the broker and settling it will raise ConsumerClosedError",
+                            self.source, DRAIN_S)
         try:
             await self.flush()
         except AckbridgeError:
             pass  # the connection is gone; the broker will redeliver
-        self._closed = True
-        self._ready.clear()
-        self._arrived.set()
+        # From here on a settlement raises ConsumerClosedError: the unsubscribe below
+        # hands every undecided delivery back to the broker.
+        self._ledger.close()
         if self._timer is not None:
             self._timer.cancel()
-        # The handler runner sees the closed flag and ends by itself (close() may be
-        # awaited from inside the handler, so it is never awaited here).
         await self._connection._drop_consumer(self)
 
     async def _release_untaken(self) -> None:
@@ -160,6 +181,13 @@ class AsyncConsumer(ConsumerBase, contract.AsyncConsumer):
         # Decide and send under one lock: cumulative acks must reach the wire in order.
         async with self._send_lock:
             await self._send(self._decide(delivery._record, verb))
+
+    async def _hand_back(self, delivery: AsyncDelivery) -> None:
+        """Requeue (or leave) a delivery whose work was interrupted; never raises."""
+        verb = interrupted(self._connection.capabilities, delivery)
+        if verb is not None:
+            with contextlib.suppress(AckbridgeError):
+                await self._settle(delivery, verb)
 
     async def _send(self, ops: list[WireSettle]) -> None:
         if ops:
@@ -194,6 +222,11 @@ class AsyncConsumer(ConsumerBase, contract.AsyncConsumer):
                         await self._settle(delivery, verb)
                     except AckbridgeError as exc:
                         settle_failed(delivery, exc)
+            except BaseException:
+                # Cancelled (the loop is shutting down) or sys.exit in the handler:
+                # hand the delivery back, never dead-letter it.
+                await self._hand_back(delivery)
+                raise
 
     async def _send_locked(self, ops: list[WireSettle]) -> None:
         async with self._send_lock:

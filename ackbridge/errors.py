@@ -19,7 +19,9 @@ rendered through :func:`ackbridge.urls.redact`.
     ├── SettlementError               a settle call was refused, nothing sent
     │   ├── AlreadySettledError       the delivery was settled before
     │   └── StaleDeliveryError        recoverable: its connection is gone,
-    │                                 the broker will redeliver it
+    │       │                         the broker will redeliver it
+    │       └── ConsumerClosedError   its consumer was closed first; the
+    │                                 broker will redeliver it
     ├── ConnectionLostError           recoverable: reconnect and retry
     │   └── BrokerUnreachableError    recoverable: nothing answers at host:port
     ├── BrokerError                   the broker closed a channel/link (code)
@@ -106,6 +108,14 @@ class StaleDeliveryError(SettlementError):
     """
 
     recoverable = True
+
+
+class ConsumerClosedError(StaleDeliveryError):
+    """The delivery's consumer was closed before it was settled.
+
+    Closing cancels the subscription, so the broker takes the delivery back and
+    redelivers it; nothing is sent.
+    """
 
 
 class ConnectionLostError(AckbridgeError):

@@ -3,7 +3,9 @@
 A generation is one life of a channel/link/session whose settlement tags are
 valid. When it ends, every delivery it carried is stale: settling one must
 raise :class:`~ackbridge.errors.StaleDeliveryError` and send nothing, because
-its tag may name another message now. The ledger checks first; a transport
+its tag may name another message now. Closing a consumer ends its deliveries'
+lives the same way (:class:`~ackbridge.errors.ConsumerClosedError`): its
+subscription is cancelled and the broker takes them back. The ledger checks first; a transport
 re-checks where the race with a loss is decided, through :func:`check_ops`
 or :func:`lease_lost`, so that error is raised from this module only.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ackbridge.errors import StaleDeliveryError
+from ackbridge.errors import ConsumerClosedError, StaleDeliveryError
 from ackbridge.messages import WireSettle
 
 
@@ -20,6 +22,15 @@ def stale_error(what: str, generation: int) -> StaleDeliveryError:
     """The error for settling *what* (a delivery description) of an ended *generation*."""
     return StaleDeliveryError(
         f"{what} belongs to connection generation {generation}, which has ended; "
+        "nothing was sent and the broker will redeliver it"
+    )
+
+
+def closed_error(what: str, source: str) -> ConsumerClosedError:
+    """The error for settling *what* after the consumer of *source* was closed: its
+    subscription is cancelled, so the broker takes the delivery back."""
+    return ConsumerClosedError(
+        f"{what}: the consumer of {source!r} was closed before it was settled; "
         "nothing was sent and the broker will redeliver it"
     )
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from ackbridge.capabilities import Capabilities, Level, Verb
 from ackbridge.errors import AlreadySettledError
-from ackbridge.generations import stale_error
+from ackbridge.generations import closed_error, stale_error
 from ackbridge.messages import InboundMessage, WireSettle, WireVerb
 
 if TYPE_CHECKING:
@@ -103,6 +103,8 @@ class Ledger:
         # whole window for acks decided out of order (O(released), not O(window)).
         self._acked_held = 0
         self._first_buffered_at: float | None = None
+        #: Set by :meth:`close`: every later settlement raises ConsumerClosedError.
+        self.closed = False
 
     # ---- admission ----------------------------------------------------------
     def admit(self, message: InboundMessage) -> Record | None:
@@ -159,6 +161,13 @@ class Ledger:
         self._acked_held = 0
         self._first_buffered_at = None
 
+    def close(self) -> None:
+        """The consumer is closed: its subscription is cancelled and the broker takes
+        back what is undecided, so those deliveries go stale and any later settlement
+        raises (flush decided acks first)."""
+        self.closed = True
+        self._end(self._generation)
+
     @property
     def unsettled(self) -> int:
         """Deliveries of the live generation not settled on the wire yet."""
@@ -188,6 +197,8 @@ class Ledger:
                 f"was already {record.state.value}; nothing was sent"
             )
         if record.stale or record.message.generation != self._generation:
+            if self.closed:
+                raise closed_error(f"delivery {record.message.message_id or record.seq}", record.message.source)
             if self.observer is not None:
                 self.observer.stale()
             raise stale_error(f"delivery {record.message.message_id or record.seq} from {record.message.source!r}",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections import deque
@@ -14,12 +15,15 @@ from ackbridge._base import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_fa
 from ackbridge.engine import BatchResult
 from ackbridge.errors import AckbridgeError, ConfigurationError
 from ackbridge.guaranteed import ConsumerGuard
+from ackbridge.interruptions import DRAIN_S, interrupted
 from ackbridge.messages import InboundMessage, WireSettle, WireVerb
 from ackbridge.settlement import Ledger, Record
 
 if TYPE_CHECKING:
     from ackbridge.client import Connection
     from ackbridge.sync_publisher import Confirm
+
+log = logging.getLogger("ackbridge")
 
 #: What a handler consumer is given: a function called with each delivery.
 Handler = Callable[["Delivery"], object]
@@ -53,9 +57,17 @@ class Delivery(DeliveryBase, contract.Delivery):
     def process(self, *, requeue: bool = False) -> Iterator[Delivery]:
         try:
             yield self
-        except BaseException:
+        except Exception:
             if not self.settled and not self.stale:
                 self.requeue() if requeue else self.reject()
+            raise
+        except BaseException:
+            # Ctrl-C, sys.exit, a generator closed early: the work was stopped, not
+            # failed, so the message goes back to the queue (see interruptions.py).
+            verb = interrupted(self._consumer._connection.capabilities, self)
+            if verb is not None:
+                with contextlib.suppress(AckbridgeError):
+                    self._consumer._settle(self, verb)
             raise
         if not self.settled and not self.stale:
             self.ack()
@@ -66,7 +78,13 @@ class Delivery(DeliveryBase, contract.Delivery):
 
 class Consumer(ConsumerBase, contract.Consumer):
     """Deliveries from one source. Iterate it, or call :meth:`get`; or, when it
-    was made with a ``handler``, the handler is called with each delivery."""
+    was made with a ``handler``, the handler is called with each delivery, in
+    arrival order, on a thread of its own (``ackbridge-handler-<subscription>``).
+
+    The handler never runs on the transport's I/O thread: a slow handler there
+    would hold back heartbeats and settlements until the broker dropped the
+    connection (and every ack with it). ``close()`` lets the delivery the handler
+    holds finish (up to ``DRAIN_S``) before it cancels the subscription."""
 
     _connection: Connection
 
@@ -76,9 +94,6 @@ class Consumer(ConsumerBase, contract.Consumer):
         self._connection = connection
         self._broker = connection.broker  # read per delivery: one attribute, not two properties
         self._handler = handler
-        # The thread running the handler right now (the transport's): close() from
-        # inside the handler must not wait for that thread to unsubscribe.
-        self._handler_thread: int | None = None
         self._lock = threading.RLock()
         self._ready: deque[Delivery] = deque()
         self._cond = threading.Condition(self._lock)
@@ -93,11 +108,19 @@ class Consumer(ConsumerBase, contract.Consumer):
             self._timer = threading.Thread(target=self._flush_on_time, name=f"ackbridge-flush-{subscription}",
                                            daemon=True)
             self._timer.start()
+        self._handler_thread: threading.Thread | None = None
+        if handler is not None:
+            self._handler_thread = threading.Thread(target=self._run_handler, args=(handler,),
+                                                    name=f"ackbridge-handler-{subscription}", daemon=True)
+            self._handler_thread.start()
 
     # ---- application side ---------------------------------------------------
     def get(self, timeout: float | None = None) -> Delivery | None:
         if self._handler is not None:
             raise ConfigurationError(HANDLER_OWNS)
+        return self._take(timeout)
+
+    def _take(self, timeout: float | None) -> Delivery | None:
         ready = self._ready
         if ready:
             try:
@@ -149,16 +172,24 @@ class Consumer(ConsumerBase, contract.Consumer):
         with self._cond:
             if self._closed:
                 return
-            self._queue(self._ledger.flush())
+            # Nothing more is handed out; what was received and not handed out goes
+            # back to the broker with the subscription.
             self._closed = True
             self._ready.clear()
             self._cond.notify_all()
-        if self._handler_thread == threading.get_ident():
-            # Called by the handler on the transport's thread, which the unsubscribe
-            # below may wait for: finish on another thread.
-            threading.Thread(target=self._finish_close, name=f"ackbridge-close-{self.subscription}",
-                             daemon=True).start()
-            return
+        runner = self._handler_thread
+        if runner is not None and runner is not threading.current_thread():
+            # Drain: the delivery the handler holds may still be settled.
+            runner.join(DRAIN_S)
+            if runner.is_alive():
+                log.warning("ackbridge: the handler of %r did not finish within %.0f s of close(); its delivery "
+                            "returns to the broker and settling it will raise ConsumerClosedError",
+                            self.source, DRAIN_S)
+        with self._lock:
+            self._queue(self._ledger.flush())
+            # From here on a settlement raises ConsumerClosedError: the unsubscribe
+            # below hands every undecided delivery back to the broker.
+            self._ledger.close()
         self._finish_close()
 
     def _release_untaken(self) -> None:
@@ -229,7 +260,6 @@ class Consumer(ConsumerBase, contract.Consumer):
                 self._send_lock.release()
 
     def _on_message(self, message: InboundMessage) -> None:
-        handler = self._handler
         reject: list[WireSettle] = []
         with self._lock:
             if self._closed:
@@ -239,31 +269,43 @@ class Consumer(ConsumerBase, contract.Consumer):
                 self._queue(reject)
             if self._failure is not None:
                 self._cond.notify_all()
-            delivery = None if record is None else Delivery(record, self._broker, self)
-            if delivery is not None and handler is None:
-                self._ready.append(delivery)
+            if record is not None:
+                self._ready.append(Delivery(record, self._broker, self))
                 if self._getters:
                     self._cond.notify()
         if reject:
             self._push(wait=False)
-        if handler is not None and delivery is not None:
-            self._call_handler(handler, delivery)
 
-    def _call_handler(self, handler: Handler, delivery: Delivery) -> None:
-        # On the transport's thread, in delivery order, no lock held: the handler
-        # may settle at once (the transport takes settlements from its own thread).
-        self._handler_thread = threading.get_ident()
-        try:
-            handler(delivery)
-        except Exception:
-            verb = handler_failed(self._connection.capabilities, self.source, delivery)
-            if verb is not None:
-                try:
-                    self._settle(delivery, verb)
-                except AckbridgeError as exc:
-                    settle_failed(delivery, exc)
-        finally:
-            self._handler_thread = None
+    def _run_handler(self, handler: Handler) -> None:
+        # The handler's own thread: one delivery at a time, in arrival order, no lock
+        # held while it runs. It ends when the consumer closes or fails.
+        while True:
+            try:
+                delivery = self._take(None)
+            except AckbridgeError:
+                return  # the connection failed for good; close() reports nothing more
+            if delivery is None:
+                return
+            try:
+                handler(delivery)
+            except Exception:
+                verb = handler_failed(self._connection.capabilities, self.source, delivery)
+                if verb is not None:
+                    try:
+                        self._settle(delivery, verb)
+                    except AckbridgeError as exc:
+                        settle_failed(delivery, exc)
+            except BaseException as exc:
+                # sys.exit() or the like inside the handler: stop handling, hand the
+                # delivery back, never dead-letter it.
+                verb = interrupted(self._connection.capabilities, delivery)
+                if verb is not None:
+                    with contextlib.suppress(AckbridgeError):
+                        self._settle(delivery, verb)
+                log.warning("ackbridge: the handler of %r raised %s; it stops and the consumer closes",
+                            self.source, type(exc).__name__)
+                self.close()
+                return
 
     def _on_failure(self, error: AckbridgeError) -> None:
         with self._lock:

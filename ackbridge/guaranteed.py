@@ -11,8 +11,11 @@ guaranteed messaging (seed 003):
   its confirm resolves once, with the final outcome and the attempts made.
   A refused publish is never sent again.
 * **duplicate detection** (``consume(dedupe_window=N)``): a delivery whose
-  message id was acked within the last *N* settled ids is acked and not handed
-  to the application (counted in ``duplicates_dropped``).
+  message id was acked within the last *N* settled ids, or is handed out and
+  unsettled in a copy the broker stores apart (another ``broker_id``), is acked
+  and not handed to the application (counted in ``duplicates_dropped``); the
+  broker delivering the held message itself again is handed out
+  (:class:`DedupeWindow` says why).
 * **loss detection**: a publisher made with ``sequence=True`` stamps each
   message with its producer id and a per-producer sequence number; a consumer
   made with ``on_gap=`` reports the numbers it never saw.
@@ -24,7 +27,7 @@ import collections
 import dataclasses
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,37 +114,76 @@ def decide(attempts: Attempts, outcome: ConfirmOutcome, now: float, max_attempts
 
 # ---- consuming -------------------------------------------------------------------------
 class DedupeWindow:
-    """The message ids acked most recently (at most *size*), and those handed out
-    and not settled yet, to drop another copy of a message (a retransmitted
-    publish, a lost ack). Acking a copy while the original is unsettled is safe:
-    the broker still holds the original and redelivers it unless it is acked."""
+    """The message ids acked most recently (at most *size*), and the deliveries handed
+    out and not settled yet, to drop another copy of a message (a retransmitted
+    publish, a lost ack) by acking it.
 
-    __slots__ = ("_ids", "_inflight", "dropped", "size")
+    The rule: a copy is acked only when the broker does not need that ack to hold
+    what the application still has to settle. A copy of an id acked within the
+    window is safe to ack (the application settled the message). A copy of an id
+    handed out and unsettled is safe to ack only when the broker stores it apart
+    from every unsettled delivery of the id: its ``broker_id`` differs from theirs,
+    or is None (the transport's promise that its broker never delivers a message
+    again while a delivery of it is unsettled on the same generation). The same
+    ``broker_id`` is the broker delivering the held message again (JetStream after
+    ``ack_wait``): acking it would settle that message behind the application's
+    back, and a later requeue() would find nothing. It is handed out instead, as
+    the redelivery it is (``redelivered``/``delivery_count`` say so; counted in
+    ``redelivered_while_held``): at most one per ack deadline that passes while
+    the application holds an earlier delivery."""
 
-    def __init__(self, size: int) -> None:
+    __slots__ = ("_ids", "_inflight", "dropped", "redelivered_while_held", "size", "source")
+
+    def __init__(self, size: int, source: str = "") -> None:
         if size < 1:
             raise InvalidOptionError(f"dedupe_window must be >= 1, not {size}")
         self.size = size
+        self.source = source
         self._ids: collections.OrderedDict[str, None] = collections.OrderedDict()
-        self._inflight: dict[str, int] = {}
+        #: Per message id, the broker ids of its deliveries handed out and not settled.
+        self._inflight: dict[str, list[Hashable | None]] = {}
         self.dropped = 0
+        #: Deliveries of a message the application held unsettled, handed out (not acked).
+        self.redelivered_while_held = 0
 
     def seen(self, message: InboundMessage) -> bool:
-        """True (and counted) when *message* is a copy of one acked within the window
-        or handed out and unsettled; otherwise it is noted as handed out."""
+        """True (and counted) when *message* is a copy to ack: of one acked within the
+        window, or stored apart from the unsettled deliveries of its id; otherwise it
+        is noted as handed out."""
         message_id = message.message_id
         if message_id is None:
             return False
-        if message_id in self._ids or message_id in self._inflight:
+        if message_id in self._ids:
             self.dropped += 1
             return True
-        self._inflight[message_id] = 1
+        held = self._inflight.get(message_id)
+        if held is None:
+            self._inflight[message_id] = [message.broker_id]
+            return False
+        broker_id = message.broker_id
+        if broker_id is None or broker_id not in held:
+            self.dropped += 1
+            return True
+        held.append(broker_id)
+        self.redelivered_while_held += 1
+        if self.redelivered_while_held == 1:
+            log.warning("ackbridge: %r delivered message %r again while the application holds an earlier "
+                        "delivery of it unsettled (an ack deadline shorter than the handler?): handed out as a "
+                        "redelivery, not acked as a duplicate (logged once per consumer)", self.source, message_id)
         return False
 
-    def settled(self, message_id: str | None, acked: bool = True) -> None:
+    def settled(self, message_id: str | None, acked: bool = True, broker_id: Hashable | None = None) -> None:
+        """One handed-out delivery of *message_id* (stored as *broker_id*) was settled."""
         if message_id is None:
             return
-        self._inflight.pop(message_id, None)
+        held = self._inflight.get(message_id)
+        if held is not None:
+            if broker_id in held:
+                held.remove(broker_id)
+            else:
+                held.pop()
+            if not held:
+                del self._inflight[message_id]
         if not acked:
             return
         ids = self._ids
@@ -222,7 +264,7 @@ class ConsumerGuard:
     __slots__ = ("dedupe", "gaps")
 
     def __init__(self, dedupe_window: int | None, on_gap: str | GapHandler | None, source: str) -> None:
-        self.dedupe = DedupeWindow(dedupe_window) if dedupe_window is not None else None
+        self.dedupe = DedupeWindow(dedupe_window, source) if dedupe_window is not None else None
         self.gaps = GapDetector(on_gap, source) if on_gap is not None else None
 
     def screen(self, message: InboundMessage) -> tuple[bool, DataLossError | None]:
@@ -240,7 +282,7 @@ class ConsumerGuard:
     def acked(self, messages: Iterable[InboundMessage], acked: bool = True) -> None:
         if self.dedupe is not None:
             for message in messages:
-                self.dedupe.settled(message.message_id, acked)
+                self.dedupe.settled(message.message_id, acked, message.broker_id)
 
     def generation_ended(self) -> None:
         if self.dedupe is not None:

@@ -21,6 +21,14 @@ class InboundMessage:
     ``wire_tag`` is whatever the transport needs to settle it later (an AMQP
     delivery tag, an MQTT packet id, a proton delivery); ``generation`` names
     the connection/channel it arrived on.
+
+    ``broker_id`` names the message as the broker stores it, the same in every
+    delivery of it (JetStream: stream and stream sequence), where the broker
+    tells; a copy stored separately (a retransmitted publish) has another. A
+    transport whose broker can deliver a message again while an earlier delivery
+    of it is unsettled on the same generation (an ack deadline) must set it:
+    ``dedupe_window`` acks a copy only when it is stored apart from every
+    delivery the application holds.
     """
 
     wire_tag: Hashable
@@ -36,6 +44,7 @@ class InboundMessage:
     timestamp: float | None = None
     redelivered: bool = False
     delivery_count: int | None = None
+    broker_id: Hashable | None = None
 
 
 @dataclass(slots=True)

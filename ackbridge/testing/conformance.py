@@ -19,6 +19,8 @@ the clear :class:`~ackbridge.errors.UnsupportedVerbError` is raised instead.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import inspect
 import threading
 import time
@@ -31,6 +33,7 @@ from ackbridge.capabilities import Level, Verb
 from ackbridge.errors import (
     AlreadySettledError,
     ConfigurationError,
+    ConsumerClosedError,
     StaleDeliveryError,
     UnsupportedVerbError,
 )
@@ -256,6 +259,55 @@ class ConformanceSuite(LabelConformance, BatchConformance):
             self.broker_counts(harness, queue, ready=0, unacked=0)
         finally:
             fresh.close()
+
+    def test_settle_after_close_raises_and_message_returns(self, conn: Any, harness: BrokerHarness) -> None:
+        queue, consumer, (held, other) = self.received(conn, harness, "closed", 2, prefetch=10)
+        bodies = [held.body, other.body]
+        # The consumer is closed (by another thread, say) while the application still
+        # holds deliveries: a later settlement cannot go out, so it raises, never passes.
+        consumer.close()
+        for verb in ("ack", "requeue", "reject"):
+            if not conn.capabilities.support(Verb(verb)).available:
+                continue
+            with pytest.raises(ConsumerClosedError, match="closed before it was settled"):
+                getattr(held, verb)()
+        assert held.state is State.PENDING and other.state is State.PENDING
+        again = self.get_n(conn.consume(queue, prefetch=10), 2)
+        assert sorted(d.body for d in again) == sorted(bodies)
+        for d in again:
+            d.ack()
+        self.broker_counts(harness, queue, ready=0, unacked=0)
+
+    def test_interrupted_work_is_never_dead_lettered(self, conn: Any, harness: BrokerHarness, twin: Twin) -> None:
+        queue = harness.new_queue(dead_letter=True)
+        body = _body("interrupted")
+        self.publish_all(conn, harness, queue, [body])
+        consumer = conn.consume(queue, prefetch=10)
+        delivery = self.get_n(consumer, 1)[0]
+        target = unwrap(delivery)
+        if twin.kind == "sync":
+            with pytest.raises(KeyboardInterrupt), target.process():
+                raise KeyboardInterrupt  # Ctrl-C in the middle of the work
+        else:
+
+            async def cancelled() -> None:
+                async with target.process():
+                    raise asyncio.CancelledError  # the task doing the work was cancelled
+
+            with pytest.raises((asyncio.CancelledError, concurrent.futures.CancelledError)):
+                twin.run(cancelled)
+        # Requeued where the broker requeues natively, else left for the broker to redeliver.
+        native = conn.capabilities.support(Verb.REQUEUE).level is Level.NATIVE
+        assert delivery.state is (State.REQUEUED if native else State.PENDING)
+        if not native:
+            consumer.close()
+            consumer = conn.consume(queue, prefetch=10)
+        again = self.get_n(consumer, 1)[0]
+        assert again.body == body
+        again.ack()
+        if conn.capabilities.support(Verb.REJECT).available:
+            assert harness.dead_lettered(queue) == []
+        self.broker_counts(harness, queue, ready=0, unacked=0)
 
     # ---- confirms -------------------------------------------------------------------------
     def test_confirm_confirmed(self, conn: Any, harness: BrokerHarness) -> None:

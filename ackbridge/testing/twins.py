@@ -89,6 +89,13 @@ class Twin:
             return connect(url, **options)
         return SyncFacade(self._runner.run(lambda: connect_async(url, **options)), self._runner)
 
+    def run(self, fn: Callable[[], Any]) -> Any:
+        """Call *fn* where this twin's objects live (the async twin: on its loop,
+        awaiting what it returns), with the async objects themselves (``unwrap``)."""
+        if self._runner is None:
+            return fn()
+        return self._runner.run(fn)
+
     def close(self) -> None:
         if self._runner is not None:
             self._runner.stop()

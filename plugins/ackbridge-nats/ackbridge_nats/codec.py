@@ -130,11 +130,14 @@ def inbound(msg: Msg, generation: int, source: str) -> InboundMessage:
     reply = msg.reply
     meta = ack_metadata(reply)
     delivered = meta[2] if meta is not None else None
+    # The same in every delivery of the stored message: ack_wait redelivers it while
+    # an earlier delivery is unsettled, and that is no separately stored copy.
+    stored = (meta[0], meta[1]) if meta is not None else None
     raw: Mapping[str, str] = msg.headers or {}
     if not raw:
         return InboundMessage(wire_tag=reply, generation=generation, body=msg.data, source=source,
                               routing_key=msg.subject, redelivered=bool(delivered and delivered > 1),
-                              delivery_count=delivered)
+                              delivery_count=delivered, broker_id=stored)
     types: dict[str, str] = {}
     if TYPES in raw:
         try:
@@ -164,7 +167,7 @@ def inbound(msg: Msg, generation: int, source: str) -> InboundMessage:
         wire_tag=reply, generation=generation, body=msg.data, source=source, headers=headers,
         routing_key=msg.subject, message_id=raw.get(MSG_ID), correlation_id=raw.get(CORRELATION_ID),
         reply_to=raw.get(REPLY_TO), content_type=raw.get(CONTENT_TYPE), timestamp=timestamp,
-        redelivered=bool(delivered and delivered > 1), delivery_count=delivered)
+        redelivered=bool(delivered and delivered > 1), delivery_count=delivered, broker_id=stored)
 
 
 def dead_letter_headers(message: InboundMessage) -> dict[str, str]:

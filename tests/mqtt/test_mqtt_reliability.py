@@ -164,7 +164,7 @@ def test_backlog_past_mosquitto_queue_limit_is_dropped_and_flagged() -> None:
         try:
             _publish("mqtt://127.0.0.1:1883", "5", topic, [str(i).encode() for i in range(backlog)])
             drain = RawClient(session, clean=False, manual_ack=False)
-            kept = {bytes(m.payload) for m in drain.collect(quiet=0.7, limit=30)}
+            kept = {bytes(m.payload) for m in drain.collect(quiet=2.0, limit=30)}
             drain.close()
             assert len(kept) == expected_kept, (backlog, len(kept))
         finally:

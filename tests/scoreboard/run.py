@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ackbridge.urls import redact
 from tests.scoreboard.brokers import BROKERS, BrokerEntry
-from tests.scoreboard.checker import ScoreRow, failed_row, markdown, score
+from tests.scoreboard.checker import ScoreRow, failed_row, markdown, replace_section, score
 from tests.scoreboard.workload import Cell
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -224,6 +224,21 @@ SPARK_SINK_METHOD = (
     "4 x 500 + 500 + 1000 - 1000 unique = 2500; a cut or failed task, under 500 per retried attempt.")
 
 
+APPLICATION_HEADING = "## Faults that applications cause"
+APPLICATION_METHOD = (
+    "From `tests/application_faults/` (each module's `row_*` function; CI runs each fault on one broker). "
+    "Slow handler: a handler taking 0.4 s per delivery with 10 prefetched and 1 s heartbeats (AMQP 1.0: 40 "
+    "and 4 s), so one prefetched batch outlasts three heartbeats; delivered = ids the handler saw, duplicated "
+    "= ids it saw again (a lost ack); must be 0. Shutdown signals: a child process consumes 400 ids with 200 "
+    "prefetched inside `process()` and is stopped while it holds one (SIGINT; SIGTERM with and without an "
+    "exiting handler; `sys.exit` in the work; the asyncio twins); delivered = ids it processed plus those "
+    "drained afterwards; dead-lettered must be 0. Competing consumers: two consumers with `dedupe_window` on "
+    "one queue while the publisher's connection is cut twice with confirms pending; duplicated = copies of a "
+    "retransmitted publish handed to the application by the other consumer, declared and bounded by the "
+    "retransmits (an inbox makes it 0). NATS ack_wait: `ack_wait` 1 s, shorter than the handler, with "
+    "`dedupe_window`, the first delivery requeued after the redelivery arrived; nothing may be lost.")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=2000)
@@ -240,10 +255,25 @@ def main() -> int:
                         help="only run the embedded broker's own fault rows (paused consumer x20, disk full, "
                              "damaged file, ...) and (re)write their section of docs/scoreboard.md")
     parser.add_argument("--embedded-repeats", type=int, help="run each embedded row this many times instead")
+    parser.add_argument("--application", action="store_true",
+                        help="only run the application-fault rows (slow handler, shutdown signals, competing "
+                             "consumers, ack deadlines) over their brokers and (re)write their section")
     args = parser.parse_args()
     if args.replot:
         replot()
         return 0
+    if args.application:
+        from tests.application_faults.grid import NOT_APPLICABLE, run_application_rows
+
+        app_rows = run_application_rows(args.brokers)
+        if not args.no_write:
+            when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+            gaps = "".join(f"- {fault}: {why}\n" for fault, why in NOT_APPLICABLE.items())
+            replace_section(DOCS / "scoreboard.md", APPLICATION_HEADING,
+                            f"{APPLICATION_HEADING}\n\nGenerated {when} by `python -m tests.scoreboard.run "
+                            f"--application`. {APPLICATION_METHOD}\n\n{markdown(app_rows)}\nWhere each fault "
+                            f"runs:\n\n{gaps}")
+        return 0 if all(r.passed for r in app_rows) else 1
     if args.embedded:
         from tests.scoreboard import embedded
 

@@ -287,14 +287,17 @@ class Connection(Protocol):
     def consume(self, source: str, *, handler: Any = None, **options: Unpack[ConsumeOptions]) -> Consumer:
         """Subscribe to *source*. Without *handler*, take deliveries with get() or by
         iterating. With it, ``handler(delivery)`` is called for each delivery, one at
-        a time in arrival order, on the transport's own thread (no hand-off between
-        threads: the fastest way to consume). The handler settles the delivery (now
-        or later, from any thread) and must return quickly: while it runs, this
-        connection's I/O waits. If it raises, its unsettled delivery is rejected
-        (dead-lettered), or requeued where the broker cannot reject.
+        a time in arrival order, on a thread of the consumer's own (never the
+        transport's I/O thread, so a slow handler cannot hold back heartbeats or
+        acks). The handler settles the delivery (now or later, from any thread). If
+        it raises an ``Exception``, its unsettled delivery is rejected (dead-lettered),
+        or requeued where the broker cannot reject; an interruption (``SystemExit``...)
+        hands it back instead (see :mod:`ackbridge.interruptions`).
 
         ``dedupe_window=N``: a delivery whose message id was acked within the last N
-        acked ids is acked and not handed out (``duplicates_dropped`` counts them).
+        acked ids, or is held unsettled in a copy the broker stores separately, is
+        acked and not handed out (``duplicates_dropped`` counts them); the broker
+        delivering the held message itself again (an ack deadline) is handed out.
         ``on_gap``: loss detection on messages stamped by ``publisher(sequence=True)``:
         ``"warn"`` (a log warning), ``"raise"`` (get() raises DataLossError) or a
         callable ``on_gap(producer_id, missing_numbers)``; ``gaps`` and ``missing``

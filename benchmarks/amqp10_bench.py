@@ -12,8 +12,8 @@ Two phases, each run for raw proton and for ackbridge (amqp10://):
   ackbridge at a smaller window against the same raw runs, for comparison.
 * receive-with-accept: drain COUNT messages, accepting each (raw: auto-accept
   with PREFETCH credit; ackbridge: consume(prefetch=PREFETCH, handler=...) acking
-  on the container thread as raw does, and on its own row a get() + ack() loop on
-  the caller's thread).
+  on the consumer's handler thread (raw accepts on the container thread), and on
+  its own row a get() + ack() loop on the caller's thread).
 Queues are created and deleted through the management API on 127.0.0.1:15672.
 """
 
@@ -191,7 +191,7 @@ def main() -> None:
             print(paired_line(f"  window {args.also_window}", "raw proton", results["raw send"],
                               results["ab send small"]))
         print(paired_line("receive+accept", "raw proton", results["raw recv"], results["ab recv handler"],
-                          "(handler=, accepts on the container thread, as raw does)"))
+                          "(handler=: accepts on ackbridge's handler thread; raw on the container thread)"))
         print(paired_line("  get() loop", "raw proton", results["raw recv"], results["ab recv"]))
     finally:
         _mgmt("DELETE", name)

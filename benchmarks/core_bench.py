@@ -154,7 +154,7 @@ def core_consume(conn: ackbridge.Connection, queue: str, n: int, prefetch: int) 
 
 
 def core_consume_handler(conn: ackbridge.Connection, queue: str, n: int, prefetch: int) -> tuple[float, float]:
-    """Consume with consume(handler=...): each delivery acked on the transport's thread."""
+    """Consume with consume(handler=...): each delivery acked on the consumer's handler thread."""
     cond = threading.Condition()
     settled = [0]
 

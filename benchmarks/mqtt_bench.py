@@ -223,7 +223,7 @@ def _run(n: int, m: int, rounds: int, consume_port: int) -> None:
     print(f"publish: {n} msgs on {HOST}:{PORT}; consume: a backlog of {m} msgs on {where}")
     print(paired_line("publish+confirm", "raw paho", results["raw_pub"], results["ab_pub"]))
     print(paired_line("consume+ack", "raw paho", results["raw_con"], results["ab_hnd"],
-                      "(handler=, acks on paho's thread, as raw does)"))
+                      "(handler=: acks on ackbridge's handler thread; raw acks on paho's)"))
     print(paired_line("consume+ack", "raw paho", results["raw_con"], results["ab_con"],
                       "(get() loop on the caller's thread)"))
     print("all rounds:", {k: [round(x) for x in v] for k, v in results.items()})

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from ackbridge import contract, engine, handles
-from ackbridge.capabilities import Capabilities, Verb
+from ackbridge.capabilities import CANNOT_TELL, Capabilities, DeadLetter, DeadLetterTarget, RejectFate, Verb
 from ackbridge.engine import AckBook, BatchResult
 from ackbridge.errors import AckbridgeError, SettlementError
 from ackbridge.guaranteed import ConsumerGuard
@@ -17,8 +17,9 @@ from ackbridge.labels import LabelAck, requested_labels
 from ackbridge.messages import ConfirmOutcome, InboundMessage, WireSettle, WireVerb
 from ackbridge.observability import connection_observer
 from ackbridge.observability.logs import delivery_fields, quiet_client_libraries
+from ackbridge.requeue_loops import RequeueWatch, warn_loop
 from ackbridge.settlement import Ledger, Record, State
-from ackbridge.transport import TransportBase
+from ackbridge.transport import SyncTransport, TransportBase
 from ackbridge.urls import BrokerURL
 
 log = logging.getLogger("ackbridge")
@@ -30,10 +31,45 @@ PublisherT = TypeVar("PublisherT")
 HANDLER_OWNS = ("this consumer hands every delivery to its handler; get() and iteration are for a consumer "
                  "made without handler=")
 FAILED_VERB_TEXT = {
-    WireVerb.REJECT: "rejected it (dead-lettered)",
     WireVerb.REQUEUE: "requeued it (this broker cannot reject)",
     None: "left it unsettled (settled already, stale, or neither reject nor requeue is possible)",
 }
+
+
+def reject_text(capabilities: Capabilities, source: str, target: DeadLetterTarget | None) -> str:
+    """What a reject of a message from *source* did, as true as is known: the
+    transport's answer for that queue first, else the broker's declared fate."""
+    if target is not None and target.state is DeadLetter.KNOWN:
+        return f"rejected it (dead-lettered to {target.where})" if target.where else "rejected it (dead-lettered)"
+    if target is not None and target.state is DeadLetter.NONE:
+        why = f": {target.where}" if target.where else ""
+        return f"rejected it (discarded: {source!r} has no dead-letter target{why})"
+    fate = capabilities.reject_outcome.fate
+    if fate is RejectFate.DEAD_LETTERS:
+        return "rejected it (dead-lettered)"
+    if fate is RejectFate.DISCARDS:
+        return f"rejected it (discarded: {capabilities.broker} drops rejected messages)"
+    if fate is RejectFate.DEAD_LETTERS_IF_TARGET:
+        return (f"rejected it (dead-lettered if {source!r} has a dead-letter target, else discarded; "
+                "ackbridge could not tell which)")
+    return "rejected it (whether the broker dead-letters or discards it is not declared)"
+
+
+def failed_verb_text(capabilities: Capabilities, source: str, verb: WireVerb | None,
+                     target: DeadLetterTarget | None) -> str:
+    """The failed-handler log's account of *verb* on a message from *source*."""
+    if verb is WireVerb.REJECT:
+        return reject_text(capabilities, source, target)
+    return FAILED_VERB_TEXT[verb]
+
+
+def warn_no_dead_letter(source: str, broker: str, target: DeadLetterTarget) -> None:
+    """``consume()``'s once-per-source warning: a reject from *source* discards the message."""
+    why = f" ({target.where})" if target.where else ""
+    log.warning("ackbridge: %r has no dead-letter target%s: a message rejected from it is DISCARDED, also when "
+                "a handler or process() raises; declare it with a dead-letter target (declare_queue's default "
+                "dead_letter=True) to keep them [broker %s]", source, why, broker,
+                extra={"ackbridge_broker": broker, "ackbridge_destination": source})
 
 
 def failed_handler_verb(capabilities: Capabilities, delivery: DeliveryBase) -> WireVerb | None:
@@ -52,8 +88,11 @@ def handler_failed(capabilities: Capabilities, source: str, delivery: DeliveryBa
     """Log a handler's exception (call from its ``except``) and say what to do
     with its delivery (see :func:`failed_handler_verb`)."""
     verb = failed_handler_verb(capabilities, delivery)
+    connection = getattr(delivery._consumer, "_connection", None)
+    target = connection._dead_letter_targets.get(source) if isinstance(connection, ConnectionBase) else None
     log.exception("ackbridge handler raised on a message from %r (id %r); %s [broker %s, generation %d]",
-                  source, delivery.message_id, FAILED_VERB_TEXT[verb], delivery.broker, delivery.generation,
+                  source, delivery.message_id, failed_verb_text(capabilities, source, verb, target),
+                  delivery.broker, delivery.generation,
                   extra=delivery_fields(delivery.broker, source, delivery.generation))
     return verb
 
@@ -142,6 +181,8 @@ class ConnectionBase(Generic[TransportT, ConsumerT, PublisherT]):
         # The transport's events go to a router, not to the connection: its
         # callbacks are not public API (the async face moves them onto its loop).
         self._router = EventRouter(self._consumers, self._publishers, self._observer, self._on_reply)
+        #: What the transport told about each consumed source's dead-letter target (asked once per source).
+        self._dead_letter_targets: dict[str, DeadLetterTarget] = {}
 
     @property
     def capabilities(self) -> Capabilities:
@@ -170,8 +211,44 @@ class ConnectionBase(Generic[TransportT, ConsumerT, PublisherT]):
                                                        "content_type": reply.content_type, "persistent": False})
 
     def _plan_consumer(self, source: str, handler: object, options: Any) -> engine.ConsumerPlan:
-        """What ``consume()`` subscribes with (both faces)."""
-        return engine.plan_consumer(self.capabilities, self._options, source, handler, options, self._observer)
+        """What ``consume()`` subscribes with (both faces); looks up *source*'s dead-letter target."""
+        plan = engine.plan_consumer(self.capabilities, self._options, source, handler, options, self._observer)
+        self._look_up_dead_letter(source)
+        return plan
+
+    def _look_up_dead_letter(self, source: str) -> None:
+        """Ask the transport once per source where its rejects go; warn when nowhere.
+        The sync face asks on the caller's thread; the async face in a task of its own
+        (the answer may need the broker), so its warning may follow consume()."""
+        if source in self._dead_letter_targets or not self.capabilities.support(Verb.REJECT).available:
+            return
+        self._dead_letter_targets[source] = CANNOT_TELL  # asked once, even while the answer is on its way
+        transport: Any = self._transport
+        if isinstance(transport, SyncTransport):
+            try:
+                target = transport.dead_letter_target(source)
+            except Exception as exc:  # a plugin's check must never stop consume()
+                log.debug("ackbridge: dead-letter target of %r not told: %s", source, exc)
+                return
+            self._learned_dead_letter(source, target)
+        else:
+            self._spawn(self._look_up_dead_letter_async(transport, source))
+
+    async def _look_up_dead_letter_async(self, transport: Any, source: str) -> None:
+        try:
+            target = await transport.dead_letter_target_async(source)
+        except Exception as exc:
+            log.debug("ackbridge: dead-letter target of %r not told: %s", source, exc)
+            return
+        self._learned_dead_letter(source, target)
+
+    def _learned_dead_letter(self, source: str, target: DeadLetterTarget) -> None:
+        self._dead_letter_targets[source] = target
+        if target.state is DeadLetter.NONE:
+            warn_no_dead_letter(source, self.broker, target)
+
+    def _spawn(self, coro: Any) -> None:
+        raise NotImplementedError  # the async face runs it as a task on its loop
 
 
 class ConsumerBase(contract.ConsumerView):
@@ -193,6 +270,8 @@ class ConsumerBase(contract.ConsumerView):
             ledger.observer.connection.track_consumer(self)
         #: Set when the connection failed for good: get() raises it once nothing is ready.
         self._failure: AckbridgeError | None = None
+        # A max_deliveries consumer bounds its loops itself; others are watched for them.
+        self._requeues = RequeueWatch() if getattr(ledger, "_max_deliveries", None) is None else None
 
     def _admit(self, message: InboundMessage) -> tuple[Record | None, list[WireSettle]]:
         """Take *message* into the ledger: its record, or None when it is not handed
@@ -214,7 +293,17 @@ class ConsumerBase(contract.ConsumerView):
         ops = self._ledger.settle(record, verb)
         if self._guard is not None:
             self._guard.acked((record.message,), verb is WireVerb.ACK)
+        if verb is WireVerb.REQUEUE and self._requeues is not None:
+            self._watch_requeue(record.message)
         return ops
+
+    def _watch_requeue(self, message: InboundMessage) -> None:
+        """Warn (rate-limited) when this consumer keeps requeueing redelivered messages: a loop."""
+        assert self._requeues is not None
+        found = self._requeues.requeued(message)
+        if found is not None:
+            capabilities = self._connection.capabilities
+            warn_loop(self.source, capabilities.broker, found[0], found[1], capabilities.requeue_bound)
 
     def _decide_through(self, record: Record) -> list[WireSettle]:
         """The cumulative ack of *record* and every earlier undecided delivery."""

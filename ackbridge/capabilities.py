@@ -107,6 +107,60 @@ class ConfirmDurability:
 
 NOT_DECLARED = ConfirmDurability(Durability.NOT_TOLD, "the plugin does not declare it")
 
+
+class RejectFate(enum.StrEnum):
+    """Where a rejected message goes on one broker (what ``reject`` really does)."""
+
+    #: Always to a dead-letter target (the plugin's own companion, or it is not rejected at all).
+    DEAD_LETTERS = "dead-letters"
+    #: To the queue's dead-letter target where it has one; otherwise the broker DISCARDS it.
+    DEAD_LETTERS_IF_TARGET = "dead-letters where the queue has a target, else discards"
+    #: The broker drops it.
+    DISCARDS = "discards"
+    #: The broker cannot reject (the verb is unsupported).
+    NO_REJECT = "no reject"
+    #: The plugin does not say.
+    NOT_TOLD = "not told"
+
+
+@dataclass(frozen=True)
+class RejectOutcome:
+    """What a reject does on one broker: its :class:`RejectFate` and how (where the
+    target comes from, what happens without one)."""
+
+    fate: RejectFate
+    how: str = ""
+
+
+REJECT_NOT_DECLARED = RejectOutcome(RejectFate.NOT_TOLD, "the plugin does not declare it")
+
+#: How to bound a requeue loop where the plugin does not say.
+REQUEUE_BOUND_DEFAULT = ("consume(max_deliveries=N) dead-letters a message delivered more than N times (where the "
+                         "broker counts deliveries); or reject it instead of requeueing it")
+
+
+class DeadLetter(enum.StrEnum):
+    """Whether a queue has a dead-letter target, as a transport can tell."""
+
+    KNOWN = "known"
+    NONE = "none"
+    CANNOT_TELL = "cannot tell"
+
+
+@dataclass(frozen=True)
+class DeadLetterTarget:
+    """A transport's answer to "where would a message rejected from this queue go?"
+
+    ``KNOWN``: ``where`` names the target; ``NONE``: a reject discards it and ``where``
+    says why (how the transport knows); ``CANNOT_TELL``: the capability table's
+    :class:`RejectOutcome` is all that is known."""
+
+    state: DeadLetter
+    where: str = ""
+
+
+CANNOT_TELL = DeadLetterTarget(DeadLetter.CANNOT_TELL)
+
 #: What a plugin that declares no ``connection_free_acks`` gets.
 BOUND_TO_CONNECTION = Support(Level.UNSUPPORTED, "a delivery is settled only on the connection that received it")
 
@@ -127,6 +181,11 @@ class Capabilities:
     ``connection_free_acks`` says whether a delivery can be settled by its ack
     handle (``delivery.ack_handle``) from any connection, not only the one that
     received it (:mod:`ackbridge.handles`); unsupported unless declared.
+    ``reject_outcome`` says where a rejected message goes (dead-lettered, only
+    where the queue has a target, discarded); "not told" unless declared.
+    ``requeue_bound`` says how to bound a requeue loop on this broker (a
+    message requeued on every delivery loops forever otherwise); the core's
+    requeue-loop warning quotes it.
     """
 
     broker: str
@@ -137,6 +196,8 @@ class Capabilities:
     topology: Mapping[Topology, Support] = field(default_factory=dict)
     confirm_durability: ConfirmDurability = NOT_DECLARED
     connection_free_acks: Support = BOUND_TO_CONNECTION
+    reject_outcome: RejectOutcome = REJECT_NOT_DECLARED
+    requeue_bound: str = REQUEUE_BOUND_DEFAULT
 
     def __post_init__(self) -> None:
         missing = [v.value for v in Verb if v not in self.verbs]
@@ -193,6 +254,10 @@ class Capabilities:
     def handle_row(self) -> tuple[str, str, str]:
         """("connection-free acks", level, how): the row the capability table shows for it."""
         return "connection-free acks", self.connection_free_acks.level.value, self.connection_free_acks.how
+
+    def reject_row(self) -> tuple[str, str, str]:
+        """("reject does", fate, how): the row the capability table shows for it."""
+        return "reject does", self.reject_outcome.fate.value, self.reject_outcome.how
 
     def topology_rows(self) -> Iterator[tuple[str, str, str]]:
         """(verb, level, how) for every topology verb."""

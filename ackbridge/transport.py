@@ -50,6 +50,13 @@ Contract, in short:
   unsubscribes and close leave every delivery the application took to the
   broker (no release): another connection settles them by handle, or the
   broker redelivers them after its own timeout.
+* ``dead_letter_target(source)`` (optional; default "cannot tell") answers
+  where a message rejected from *source* would go: a known target, none (a
+  reject discards it), or cannot tell. ``consume()`` asks it once per source
+  and connection before subscribing (the async face in a task of its own),
+  warns when there is none, and the failed-handler log quotes the answer. It
+  may ask the broker once (cheaply: no management API); it must not raise
+  for a queue it cannot check (answer cannot tell).
 * Reconnecting transports wait between attempts with
   :class:`ackbridge.backoff.Backoff`; shared connection options arrive
   resolved (:class:`ackbridge.options.ConnectionSettings`).
@@ -62,7 +69,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
-from ackbridge.capabilities import Capabilities
+from ackbridge.capabilities import CANNOT_TELL, Capabilities, DeadLetterTarget
 from ackbridge.errors import AckbridgeError, UnsupportedVerbError
 from ackbridge.messages import ConfirmOutcome, InboundMessage, OutboundMessage, QueueInfo, WireSettle, WireVerb
 from ackbridge.options import ConnectionSettings, OptionSpec
@@ -159,6 +166,10 @@ class SyncTransport(TransportBase, abc.ABC):
         """Start receiving replies (to ``events.reply``); return their address."""
         raise UnsupportedVerbError(self.capabilities.broker, "acknowledgement requests", "no reply inbox")
 
+    def dead_letter_target(self, source: str) -> DeadLetterTarget:
+        """Where a message rejected from *source* goes: known, none (discarded) or cannot tell."""
+        return CANNOT_TELL
+
     # ---- connection-free acks: optional, declared in Capabilities.connection_free_acks ----
     def settle_handles(self, handles: Sequence[str], verb: WireVerb) -> None:
         """Settle each delivery named by an ack handle, from this connection; return once flushed."""
@@ -211,6 +222,10 @@ class AsyncTransport(TransportBase, abc.ABC):
         """Start receiving replies (to ``events.reply``); return their address."""
         raise UnsupportedVerbError(self.capabilities.broker, "acknowledgement requests", "no reply inbox")
 
+    async def dead_letter_target_async(self, source: str) -> DeadLetterTarget:
+        """See :meth:`SyncTransport.dead_letter_target`."""
+        return CANNOT_TELL
+
     async def settle_handles_async(self, handles: Sequence[str], verb: WireVerb) -> None:
         """See :meth:`SyncTransport.settle_handles`."""
         raise UnsupportedVerbError(self.capabilities.broker, "settle by ack handle", "not offered by this plugin")
@@ -233,7 +248,8 @@ class AsyncTransport(TransportBase, abc.ABC):
 
 
 SYNC_METHODS = ("open", "close", "declare_queue", "subscribe", "unsubscribe", "settle", "publish", "open_reply_inbox",
-                "delete_queue", "purge_queue", "inspect_queue", "settle_handles", "leave_unsettled")
+                "delete_queue", "purge_queue", "inspect_queue", "settle_handles", "leave_unsettled",
+                "dead_letter_target")
 
 
 class ForwardedFaults:
@@ -307,6 +323,9 @@ class ThreadedAsyncTransport(ForwardedFaults, AsyncTransport):
 
     async def settle_handles_async(self, handles: Sequence[str], verb: WireVerb) -> None:
         await asyncio.to_thread(self.sync.settle_handles, handles, verb)
+
+    async def dead_letter_target_async(self, source: str) -> DeadLetterTarget:
+        return await asyncio.to_thread(self.sync.dead_letter_target, source)
 
     async def leave_unsettled_async(self) -> None:
         self.sync.leave_unsettled()

@@ -12,6 +12,8 @@ from ackbridge.capabilities import (
     Capabilities,
     ConfirmDurability,
     Durability,
+    RejectFate,
+    RejectOutcome,
     Topology,
     Verb,
     emulated,
@@ -54,6 +56,13 @@ GENERIC_DURABILITY = ConfirmDurability(
     "AMQP 1.0 says only that the peer accepted the message; what it wrote first is the broker's own "
     "(see its documentation)")
 
+#: The rejected outcome: the broker decides where it goes.
+REJECT_OUTCOME = RejectOutcome(
+    RejectFate.DEAD_LETTERS_IF_TARGET,
+    "the rejected outcome; the broker dead-letters it where the queue has a dead-letter target (RabbitMQ: an "
+    "x-dead-letter-exchange argument or policy) and DISCARDS it otherwise; AMQP 1.0 cannot read a queue's "
+    "configuration, so consume() cannot tell which")
+
 
 RABBITMQ = Capabilities(
     broker="amqp10",
@@ -73,6 +82,10 @@ RABBITMQ = Capabilities(
     ),
     topology=TOPOLOGY,
     confirm_durability=RABBITMQ_DURABILITY,
+    reject_outcome=REJECT_OUTCOME,
+    requeue_bound=("RabbitMQ 3.10 sends no delivery count over AMQP 1.0, so max_deliveries is unsupported: "
+                   "reject a message that was redelivered (delivery.redelivered) instead of requeueing it, or "
+                   "consume a quorum queue created with x-delivery-limit (and a dead-letter target)"),
 )
 
 GENERIC = Capabilities(
@@ -90,6 +103,9 @@ GENERIC = Capabilities(
     ),
     topology=TOPOLOGY,
     confirm_durability=GENERIC_DURABILITY,
+    reject_outcome=REJECT_OUTCOME,
+    requeue_bound=("consume(max_deliveries=N) dead-letters a message delivered more than N times (the "
+                   "header's delivery-count); or reject it instead of requeueing it"),
 )
 
 

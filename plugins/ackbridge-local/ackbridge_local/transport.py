@@ -20,7 +20,20 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ackbridge.capabilities import Capabilities, ConfirmDurability, Durability, Topology, Verb, emulated, native
+from ackbridge.capabilities import (
+    CANNOT_TELL,
+    Capabilities,
+    ConfirmDurability,
+    DeadLetter,
+    DeadLetterTarget,
+    Durability,
+    RejectFate,
+    RejectOutcome,
+    Topology,
+    Verb,
+    emulated,
+    native,
+)
 from ackbridge.errors import AckbridgeError, BrokerError, ConnectionLostError, InvalidURLError
 from ackbridge.files import parse_mode
 from ackbridge.generations import check_ops, lease_lost
@@ -57,6 +70,12 @@ CAPABILITIES = Capabilities(
         Topology.PURGE_QUEUE: native("ready rows deleted; leased ones stay with their consumer"),
         Topology.INSPECT_QUEUE: native("ready and leased rows counted; consumers are not tracked"),
     },
+    reject_outcome=RejectOutcome(
+        RejectFate.DEAD_LETTERS_IF_TARGET,
+        "moved to QUEUE.dlq, in the same transaction; a queue declared with dead_letter=False DISCARDS it "
+        "(deleted), which consume() warns about"),
+    requeue_bound=("consume(max_deliveries=N) dead-letters a message leased more than N times (the file counts "
+                   "every lease); or reject it instead of requeueing it"),
 )
 
 
@@ -305,6 +324,17 @@ class LocalTransport(SyncTransport):
             dlq = dead_letter_queue(name) if declared in (None, True) else None
             dead = sum(store.counts(dlq)) if dlq is not None else None
         return QueueInfo(name, messages=ready, unacked=leased, consumers=None, dead_letter=dlq, dead_lettered=dead)
+
+    def dead_letter_target(self, source: str) -> DeadLetterTarget:
+        """Read from the file: every queue dead-letters to QUEUE.dlq unless declared with dead_letter=False."""
+        try:
+            with self.checked() as store:
+                declared = store.declared(source)
+        except AckbridgeError:
+            return CANNOT_TELL
+        if declared is False:
+            return DeadLetterTarget(DeadLetter.NONE, "declared with dead_letter=False")
+        return DeadLetterTarget(DeadLetter.KNOWN, repr(dead_letter_queue(source)))
 
     # ---- consuming -------------------------------------------------------------------
     def subscribe(self, subscription: str, source: str, *, prefetch: int) -> None:

@@ -12,6 +12,8 @@ from ackbridge.capabilities import (
     Capabilities,
     ConfirmDurability,
     Durability,
+    RejectFate,
+    RejectOutcome,
     Topology,
     Verb,
     emulated,
@@ -53,6 +55,18 @@ TOPOLOGY = {
         "consumer using that session at that moment is taken over and reconnects"),
 }
 
+REJECT_V5 = RejectOutcome(
+    RejectFate.DEAD_LETTERS,
+    "a copy is published (QoS 1) to dead_letter_topic and the original PUBACKed once the broker confirms it; "
+    "where no session or subscriber holds that topic the broker answers 0x10 (no matching subscribers): the "
+    "copy counts as refused and the original stays unacked (redelivered after a reconnect), never discarded. "
+    "declare_queue(dead_letter=True), the default, makes a session that holds it")
+REJECT_V311 = RejectOutcome(
+    RejectFate.DEAD_LETTERS_IF_TARGET,
+    "the body is published (QoS 1) to dead_letter_topic, then the original PUBACKed; a 3.1.1 PUBACK cannot say "
+    "whether anyone holds that topic, so without a session (declare_queue's default dead_letter=True makes one) "
+    "or a subscriber the copy is DISCARDED")
+
 CAPABILITIES_V5 = Capabilities(
     broker="mqtt5",
     verbs={
@@ -80,6 +94,9 @@ CAPABILITIES_V5 = Capabilities(
     max_prefetch=MAX_RECEIVE_MAXIMUM,
     topology=TOPOLOGY,
     confirm_durability=DURABILITY,
+    reject_outcome=REJECT_V5,
+    requeue_bound=("consume(max_deliveries=N) dead-letters a message delivered more than N times (the attempt "
+                   "count travels with each requeued copy); retry_topic sends requeued copies to another topic"),
 )
 
 CAPABILITIES_V311 = Capabilities(
@@ -107,4 +124,8 @@ CAPABILITIES_V311 = Capabilities(
     notes=(*_COMMON_NOTES, "MQTT 3.1.1 messages carry the body only: headers and message ids are dropped"),
     topology=TOPOLOGY,
     confirm_durability=DURABILITY,
+    reject_outcome=REJECT_V311,
+    requeue_bound=("MQTT 3.1.1 carries no delivery count, so max_deliveries is unsupported: reject a message "
+                   "that was redelivered (delivery.redelivered) instead of requeueing it, or use protocol=5 and "
+                   "consume(max_deliveries=N)"),
 )

@@ -11,6 +11,8 @@ from ackbridge.capabilities import (
     Capabilities,
     ConfirmDurability,
     Durability,
+    RejectFate,
+    RejectOutcome,
     Topology,
     Verb,
     emulated,
@@ -68,4 +70,6 @@ CAPABILITIES = Capabilities(
         Topology.DELETE_QUEUE: native("Delete (stream and its messages)"),
     },
     confirm_durability=DURABILITY,
+    reject_outcome=RejectOutcome(RejectFate.NO_REJECT, _LOG + "; reject is unsupported (it raises)"),
+    requeue_bound="requeue is unsupported on a stream (it raises), so no requeue loop can form",
 )

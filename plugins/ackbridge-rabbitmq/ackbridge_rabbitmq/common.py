@@ -17,6 +17,8 @@ from ackbridge.capabilities import (
     Capabilities,
     ConfirmDurability,
     Durability,
+    RejectFate,
+    RejectOutcome,
     Topology,
     Verb,
     emulated,
@@ -31,7 +33,8 @@ from ackbridge.urls import BrokerURL
 _COMMON_VERBS = {
     Verb.ACK: native("basic.ack on the subscription's own channel"),
     Verb.REQUEUE: native("basic.nack requeue=true"),
-    Verb.REJECT: native("basic.reject requeue=false; dead-lettered to QUEUE.dlq when declared with dead_letter"),
+    Verb.REJECT: native("basic.reject requeue=false; dead-lettered to QUEUE.dlq when declared with dead_letter, "
+                        "else discarded unless the queue has a dead-letter exchange of its own or by policy"),
     Verb.CUMULATIVE_ACK: native("basic.ack multiple=true (one channel per subscription, so tags never mix)"),
     Verb.CONFIRM: native("publisher confirms streamed on a dedicated channel, multiple honoured"),
     Verb.CONFIRM_REFUSED: native("Basic.Nack, and Basic.Return of mandatory publishes (unroutable)"),
@@ -44,6 +47,13 @@ TOPOLOGY = {
     Topology.PURGE_QUEUE: native("queue.purge: ready messages; unacked ones stay with their consumer"),
     Topology.INSPECT_QUEUE: native("queue.declare passive: ready messages and consumers (unacked: not told)"),
 }
+
+#: What basic.reject requeue=false does: the queue's dead-letter exchange decides.
+REJECT_OUTCOME = RejectOutcome(
+    RejectFate.DEAD_LETTERS_IF_TARGET,
+    "to the queue's dead-letter exchange (declare_queue's default dead_letter=True: QUEUE.dlx -> QUEUE.dlq; or "
+    "an x-dead-letter-exchange argument or policy set elsewhere); a queue without one DISCARDS the message. "
+    "consume() warns when it can tell (declared here with dead_letter=False, or no QUEUE.dlq companion)")
 
 #: basic.qos prefetch_count is a 16-bit field (pika fails to encode a larger one
 #: inside its I/O loop, which would end the connection).
@@ -73,6 +83,11 @@ CLASSIC = Capabilities(
     max_prefetch=MAX_PREFETCH,
     topology=TOPOLOGY,
     confirm_durability=CLASSIC_DURABILITY,
+    reject_outcome=REJECT_OUTCOME,
+    requeue_bound=(
+        "classic queues count no deliveries, so consume(max_deliveries=N) needs queue_type=quorum (which also "
+        "offers delivery_limit=N, the broker's x-delivery-limit); on a classic queue reject instead of requeueing "
+        "a message that was redelivered (delivery.redelivered)"),
 )
 
 QUORUM = Capabilities(
@@ -82,6 +97,10 @@ QUORUM = Capabilities(
     max_prefetch=MAX_PREFETCH,
     topology=TOPOLOGY,
     confirm_durability=QUORUM_DURABILITY,
+    reject_outcome=REJECT_OUTCOME,
+    requeue_bound=("consume(max_deliveries=N) dead-letters a message delivered more than N times; or "
+                   "delivery_limit=N (x-delivery-limit: the broker dead-letters it, or drops it without a "
+                   "dead-letter target)"),
 )
 
 QUEUE_TYPES = ("classic", "quorum")

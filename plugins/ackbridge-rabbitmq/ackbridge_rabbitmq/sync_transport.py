@@ -28,7 +28,8 @@ import pika
 from pika.channel import Channel
 
 from ackbridge.backoff import Backoff
-from ackbridge.errors import BrokerError, ConnectionLostError
+from ackbridge.capabilities import CANNOT_TELL, DeadLetter, DeadLetterTarget
+from ackbridge.errors import AckbridgeError, BrokerError, ConnectionLostError
 from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle
 from ackbridge.transport import SyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL
@@ -64,6 +65,8 @@ class RabbitSyncTransport(SyncTransport):
         self._subscriptions = Subscriptions(self)
         self._inbox_name: str | None = None
         self._closing_fut: Fut[None] | None = None
+        #: Queues this connection declared, and whether with the dead-letter companion.
+        self._declared: dict[str, bool] = {}
 
     @property
     def generation(self) -> int:
@@ -218,6 +221,7 @@ class RabbitSyncTransport(SyncTransport):
     # ---- queues ------------------------------------------------------------------------
     def declare_queue(self, name: str, *, dead_letter: bool = True) -> None:
         self.submit(lambda fut: self._declare(fut, name, dead_letter), f"declare queue {name!r}")
+        self._declared[name] = dead_letter
 
     def _declare(self, fut: Fut[None], name: str, dead_letter: bool) -> None:
         steps: list[_Step] = []
@@ -241,6 +245,7 @@ class RabbitSyncTransport(SyncTransport):
             steps += [lambda ch, nxt: ch.queue_delete(dlq, callback=nxt),
                       lambda ch, nxt: ch.exchange_delete(dlx, callback=nxt)]
         doing = f"delete queue {name!r}"
+        self._declared.pop(name, None)
         self.submit(lambda fut: self._with_channel(fut, doing, steps), doing)
 
     def purge_queue(self, name: str) -> int | None:
@@ -267,6 +272,45 @@ class RabbitSyncTransport(SyncTransport):
             dlq, dead = None, None  # no dead-letter companion (declared with dead_letter=False, or elsewhere)
         return QueueInfo(name, messages=messages, unacked=None, consumers=consumers, dead_letter=dlq,
                          dead_lettered=dead)
+
+    def dead_letter_target(self, source: str) -> DeadLetterTarget:
+        """Where a message rejected from *source* goes. AMQP 0-9-1 cannot read a queue's
+        arguments or policies, so this answers from what ackbridge made: the queue as this
+        connection declared it, else whether its companion QUEUE.dlq exists (one passive
+        declare of each, on one short-lived channel)."""
+        if self.io.on_io():
+            return CANNOT_TELL  # it would wait for this very thread
+        common.check_queue_name(source)
+        dlx, dlq = common.dead_letter_names(source)
+        declared = self._declared.get(source)
+        if declared is False:
+            return DeadLetterTarget(DeadLetter.NONE, "this connection declared it with dead_letter=False; only a "
+                                    "policy could give it a dead-letter exchange")
+        if declared:
+            return DeadLetterTarget(DeadLetter.KNOWN, f"{dlq!r} through exchange {dlx!r}")
+        seen: list[str] = []
+
+        def passive(name: str) -> _Step:
+            def step(ch: Channel, nxt: Callable[[Any], None]) -> None:
+                def done(frame: Any) -> None:
+                    seen.append(name)
+                    nxt(frame)
+
+                ch.queue_declare(name, passive=True, callback=done)
+            return step
+
+        doing = f"look for the dead-letter companion of {source!r}"
+        try:
+            self.submit(lambda fut: self._with_channel(fut, doing, [passive(source), passive(dlq)]), doing)
+        except BrokerError as exc:
+            if exc.code == 404 and seen == [source]:
+                return DeadLetterTarget(DeadLetter.NONE, f"it has no dead-letter companion {dlq!r}; a "
+                                        "dead-letter exchange its declarer or a policy set, which AMQP 0-9-1 "
+                                        "cannot read, would still apply")
+            return CANNOT_TELL
+        except AckbridgeError:
+            return CANNOT_TELL
+        return DeadLetterTarget(DeadLetter.KNOWN, f"{dlq!r} (the companion ackbridge declares)")
 
     def _passive_declare(self, name: str) -> tuple[int, int]:
         """(ready messages, consumers) of *name*; BrokerError (404) when it does not exist."""

@@ -31,6 +31,7 @@ import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
+from ackbridge.capabilities import CANNOT_TELL, DeadLetterTarget
 from ackbridge.errors import ConnectionLostError, StaleDeliveryError
 from ackbridge.generations import check_ops
 from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, unsent
@@ -166,6 +167,10 @@ class LoopThreadTransport(ForwardedFaults, SyncTransport):
         if info is None:
             raise ConnectionLostError("a queue cannot be inspected from the connection's own I/O thread")
         return info  # type: ignore[no-any-return]
+
+    def dead_letter_target(self, source: str) -> DeadLetterTarget:
+        found = self._run(self.inner.dead_letter_target_async(source))
+        return CANNOT_TELL if found is None else found
 
     def subscribe(self, subscription: str, source: str, *, prefetch: int) -> None:
         self._run(self.inner.subscribe_async(subscription, source, prefetch=prefetch))

@@ -7,7 +7,17 @@ only *stops* redelivering a terminated message, it stores it nowhere else).
 
 from __future__ import annotations
 
-from ackbridge.capabilities import Capabilities, ConfirmDurability, Durability, Topology, Verb, emulated, native
+from ackbridge.capabilities import (
+    Capabilities,
+    ConfirmDurability,
+    Durability,
+    RejectFate,
+    RejectOutcome,
+    Topology,
+    Verb,
+    emulated,
+    native,
+)
 
 #: max_ack_pending is a signed 32-bit field in nats-server's consumer config.
 MAX_ACK_PENDING = 2**31 - 1
@@ -53,6 +63,14 @@ CAPABILITIES = Capabilities(
     ),
     max_prefetch=MAX_ACK_PENDING,
     confirm_durability=DURABILITY,
+    # A copy no stream stores is -NAKed, never discarded: without a dead-letter stream a
+    # poison message loops like a requeue instead.
+    reject_outcome=RejectOutcome(RejectFate.DEAD_LETTERS,
+                                 "copy to dead_letter_subject (PubAck awaited), then +TERM; a copy no stream stores "
+                                 "is -NAKed instead, never discarded"),
+    requeue_bound=("consume(max_deliveries=N) dead-letters a message delivered more than N times (num_delivered "
+                   "is native); requeue_delay=S spaces the redeliveries (it slows the loop, it does not end it); "
+                   "the max_deliver option stops delivering without dead-lettering"),
     topology={
         Topology.INSPECT_QUEUE: native("the durable consumer's num_pending (messages) and num_ack_pending "
                                        "(unacked), the dead-letter stream's message count"),

@@ -57,6 +57,12 @@ def _competing(harness: BrokerHarness, broker: str) -> list[ScoreRow]:
     return [row_competing_consumers(harness)[0]]
 
 
+def _ack_after_close(harness: BrokerHarness, broker: str) -> list[ScoreRow]:
+    from tests.application_faults.test_ack_after_close import row_ack_after_close
+
+    return [row_ack_after_close(harness)[0]]
+
+
 def _ack_wait(harness: BrokerHarness, broker: str) -> list[ScoreRow]:
     from tests.application_faults.test_nats_ack_wait_dedupe import row_ack_wait_shorter_than_handler
 
@@ -70,6 +76,7 @@ GRID: dict[str, tuple[Callable[[BrokerHarness, str], list[ScoreRow]], tuple[str,
                                      "amqp10-rabbitmq")),
     "competing consumers with retransmitted copies": (_competing, ("rabbitmq-classic", "rabbitmq-quorum")),
     "NATS ack_wait shorter than the handler": (_ack_wait, ("nats-jetstream",)),
+    "ack after close": (_ack_after_close, tuple(entry.name for entry in BROKERS)),
 }
 
 

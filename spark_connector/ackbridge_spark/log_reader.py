@@ -8,6 +8,14 @@ The rows of a range are a function of the range alone -- a log never changes
 a record once written -- which is what makes a replayed batch identical to
 the first attempt. The checks in :func:`read_split` guard that property
 against a misbehaving plugin (a record outside the range, an offset twice).
+
+The one change a log makes is retention removing its head. A range whose first
+record read lies past its start (or which yields none) asks the log for its
+first offset: offsets of the range below it are data loss, reported by the
+task (:func:`ackbridge_spark.loss.report_removed`) unless the driver already
+reported them when it planned the batch (``LogSplit.reported_below``). A gap
+above the log's first offset is not loss: a broker spends offsets on records
+of its own (RabbitMQ's offset-tracking entries) that no range read returns.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from ackbridge.errors import BrokerError
 from ackbridge.offset_log import LogRecord, OffsetLog, OffsetRange
 from ackbridge_spark._schema import ARROW_SCHEMA, _headers_array
 from ackbridge_spark.log_options import LogSourceOptions
+from ackbridge_spark.loss import report_removed
 
 log = logging.getLogger("ackbridge.spark")
 
@@ -42,6 +51,8 @@ class LogSplit(InputPartition):
     partition: str
     start: int
     end: int
+    #: The driver reported the offsets below this one that retention removed.
+    reported_below: int = 0
 
     @property
     def range(self) -> OffsetRange:
@@ -91,15 +102,18 @@ def records(split: LogSplit, options: LogSourceOptions) -> Iterator[LogRecord]:
     closed an idle one between tasks) is replaced once, and the read resumes after the
     last record already returned: the same records as an undisturbed read."""
     next_offset = split.start
+    first_read: int | None = None
     retried = False
     while next_offset < split.end:
         olog, fresh = _log_for(options)
         try:
             for record in olog.read(OffsetRange(split.partition, next_offset, split.end)):
                 _check(record, split, next_offset)
+                if first_read is None:
+                    first_read = record.offset
                 next_offset = record.offset + 1
                 yield record
-            return
+            break
         except Exception:
             _forget(options)
             if fresh or retried:
@@ -107,6 +121,21 @@ def records(split: LogSplit, options: LogSourceOptions) -> Iterator[LogRecord]:
             retried = True
             log.warning("ackbridge stream source: a kept broker connection failed; reading %s from %d on a new one",
                         split.partition, next_offset)
+    _check_head(split, options, first_read)
+
+
+def _check_head(split: LogSplit, options: LogSourceOptions, first_read: int | None) -> None:
+    """Report the offsets of *split* retention removed that the driver did not report."""
+    expected = max(split.start, split.reported_below)
+    if expected >= split.end or (first_read is not None and first_read <= expected):
+        return
+    try:
+        first = _log_for(options)[0].bounds(split.partition)[0]
+    except Exception:
+        _forget(options)  # a kept connection may have failed; one more try on a new one
+        first = _log_for(options)[0].bounds(split.partition)[0]
+    report_removed([(split.partition, expected, min(first, split.end))], options.fail_on_data_loss,
+                   "after the driver planned the batch, before this task read them (not in data_loss)")
 
 
 def _check(record: LogRecord, split: LogSplit, lowest: int) -> None:

@@ -7,6 +7,16 @@ What runs where (see docs/spark.md, "Which source, and what runs where"):
   and plans: ``latestOffset`` moves each partition toward its end (at most
   ``maxRecordsPerBatch`` offsets in all), ``partitions`` cuts the batch into
   offset ranges (one or more per partition, ``minPartitions`` at least);
+* offsets retention removed before the query read them are data loss wherever
+  they show: a start below the log's first offset in ``latestOffset``, a planned
+  range -- also one Spark replays from the checkpoint, which never passes
+  ``latestOffset`` -- starting below it in ``partitions``, and retention between
+  the plan and the read on the executor (:func:`ackbridge_spark.loss.report_removed`);
+* the start of the first batch is not in Spark's checkpoint (Spark asks
+  ``initialOffset`` for it again when it replays batch 0): each partition's start
+  that did not come from the broker is stored under ``consumerReference`` before
+  the first batch is planned, so a replay of batch 0 starts where the first
+  attempt did (see :meth:`LogStreamReader.initialOffset`);
 * each executor task opens its own connection and reads its range
   (:mod:`ackbridge_spark.log_reader`); no payload passes through the driver;
 * once Spark has committed a batch, the runner stores each partition's next
@@ -38,16 +48,17 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from ackbridge.errors import DataLossError, InvalidOptionError
+from ackbridge.errors import InvalidOptionError
 from ackbridge.offset_log import OffsetLog
 from ackbridge_spark.log_options import LogSourceOptions
 from ackbridge_spark.log_reader import LogSplit, read_split
+from ackbridge_spark.loss import Removed, report_removed
 from ackbridge_spark.offset_plan import (
     Bounds,
     Position,
+    Split,
     advance,
     canonical,
-    lost_below_first,
     parse_position,
     ranges,
     split,
@@ -70,6 +81,16 @@ class LogStreamReader(OptionsOnlyPickle[LogSourceOptions], DataSourceStreamReade
         #: AvailableNow: the ends the logs had when the query started; never read past them.
         self._target: Position | None = None
         self._latest: Position = {}
+        #: Per partition, the first offset the log held when this runner last asked.
+        self._first: dict[str, int] = {}
+        #: Per partition, the offset below which this runner has reported every removed
+        #: offset: a loss is counted once, whichever call saw it first.
+        self._reported: dict[str, int] = {}
+        #: The start of the first batch, as initialOffset first answered (Spark asks again).
+        self._initial: Position | None = None
+        #: Partitions of ``_initial`` whose start came from ``startingOffsets``, not from the
+        #: broker, until the first latestOffset stores them (or partitions() replays batch 0).
+        self._unstored: set[str] = set()
         self.stats = {"stored": 0, "store_failures": 0, "data_loss": 0, "reconnects": 0}
 
     # ---- the driver's connection (runner only, lazily) ---------------------------------
@@ -118,6 +139,8 @@ class LogStreamReader(OptionsOnlyPickle[LogSourceOptions], DataSourceStreamReade
                 out[source] = parts
             return out
         result: dict[str, Bounds] = self._ask(ask)
+        for parts in result.values():
+            self._first.update({p: first for p, (first, _end) in parts.items()})
         return result
 
     def _seed(self, position: Position, bounds: dict[str, Bounds]) -> tuple[Position, bool]:
@@ -143,8 +166,22 @@ class LogStreamReader(OptionsOnlyPickle[LogSourceOptions], DataSourceStreamReade
 
     # ---- DataSourceStreamReader ----------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
-        seeded, _ = self._seed({}, self._bounds())
-        return seeded
+        """Each partition at the reference's stored offset, else at ``startingOffsets``.
+
+        Spark asks this again for the start of batch 0 when it runs it -- and when it
+        replays it after a crash, in a new runner: that start is not in the checkpoint.
+        So one runner answers the same every time, and the starts that did not come from
+        the broker are stored under ``consumerReference`` by the first ``latestOffset``
+        (before Spark writes ``offsets/0``; storing here would let a replaying runner
+        store a start worked out after retention). A replay then finds them stored and
+        plans the same range, and ``partitions`` reports what retention removed from it.
+        The one start a broker may not store is 0 (RabbitMQ stores "the last offset
+        processed"): a replay that finds nothing stored knows the first attempt started
+        there (see :meth:`partitions`)."""
+        if self._initial is None:
+            self._initial, _ = self._seed({}, self._bounds())
+            self._unstored = {p for parts in self._initial.values() for p in parts} - set(self._stored)
+        return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
         cap = self._opts.max_records_per_batch
@@ -158,6 +195,8 @@ class LogStreamReader(OptionsOnlyPickle[LogSourceOptions], DataSourceStreamReade
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = parse_position(start)
+        if self._unstored:
+            self._store_initial(begin)
         if self._opts.settle_on_plan:
             # commits/N is on disk before latestOffset(start=end_N) is called: store
             # the committed offsets now, so an idle query's last batch shows too.
@@ -178,21 +217,49 @@ class LogStreamReader(OptionsOnlyPickle[LogSourceOptions], DataSourceStreamReade
         return start if end == begin else end
 
     def _check_loss(self, begin: Position, bounds: dict[str, Bounds]) -> None:
-        lost = lost_below_first(begin, bounds)
-        if not lost:
-            return
-        text = ", ".join(f"{p}: {n} offsets" for p, n in sorted(lost.items()))
-        if self._opts.fail_on_data_loss:
-            raise DataLossError(f"retention removed records the query had not read ({text}); the query "
-                                "continues from each log's first offset with failOnDataLoss=false", "", ())
-        self.stats["data_loss"] += sum(lost.values())
-        log.warning("ackbridge stream source: retention removed records the query had not read (%s)", text)
+        """Offsets between each partition's start and its log's first offset (the next
+        batch moves past them)."""
+        self._report([(p, at, bounds[s][p][0]) for s, parts in begin.items() for p, at in parts.items()
+                      if p in bounds.get(s, {})], "before the query read them")
+
+    def _report(self, removed: Sequence[Removed], when: str) -> None:
+        """Report the part of each removed range this runner has not reported yet."""
+        fresh = [(p, max(lo, self._reported.get(p, 0)), hi) for p, lo, hi in removed]
+        self.stats["data_loss"] += report_removed(fresh, self._opts.fail_on_data_loss, when)
+        for p, lo, hi in fresh:
+            if hi > lo:
+                self._reported[p] = max(self._reported.get(p, 0), hi)
+
+    def _check_planned(self, batch: Sequence[Split]) -> None:
+        """A range starting below its log's first offset lost the offsets up to it. Spark
+        hands a restarted runner the batch its predecessor planned but did not commit
+        without a latestOffset call: its partitions are asked here. A batch this runner
+        planned uses what latestOffset just heard (retention since then: the executor)."""
+        unknown = sorted({s.range.partition for s in batch} - set(self._first))
+        for partition in unknown:
+            self._first[partition] = self._ask(lambda olog, p=partition: olog.bounds(p))[0]
+        self._report([(s.range.partition, s.range.start, min(self._first[s.range.partition], s.range.end))
+                      for s in batch], "before the batch read them")
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        # No broker call: the splits follow from the two positions alone, so the
+        # The splits follow from the two positions alone (no broker call), so the
         # replay of a batch a dead driver planned reads exactly the same ranges.
-        planned = split(ranges(parse_position(start), parse_position(end)), self._opts.min_partitions)
-        return [LogSplit(s.source, s.range.partition, s.range.start, s.range.end) for s in planned]
+        begin, stop = parse_position(start), parse_position(end)
+        if self._unstored and begin == self._initial:
+            # Batch 0 planned by a runner that died before committing it: this runner
+            # never called latestOffset, and found no stored start for these partitions.
+            # The first attempt stored every start but 0 before planning (a failed store
+            # was logged), so it started them at 0; a start worked out now would hide
+            # what retention removed since.
+            for parts in begin.values():
+                for partition in self._unstored & set(parts):
+                    parts[partition] = 0
+            self._unstored = set()
+        batch = ranges(begin, stop)
+        self._check_planned(batch)
+        planned = split(batch, self._opts.min_partitions)
+        return [LogSplit(s.source, s.range.partition, s.range.start, s.range.end,
+                         self._reported.get(s.range.partition, 0)) for s in planned]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, LogSplit)
@@ -200,6 +267,27 @@ class LogStreamReader(OptionsOnlyPickle[LogSourceOptions], DataSourceStreamReade
 
     def commit(self, end: dict[str, Any]) -> None:
         self._store(parse_position(end))
+
+    def _store_initial(self, begin: Position) -> None:
+        """Before the first batch is planned: store the starts of ``_initial`` that did
+        not come from the broker, so a replay of batch 0 plans the same range."""
+        unstored, self._unstored = self._unstored, set()
+        if begin != self._initial:
+            return
+        for parts in begin.values():
+            for partition in sorted(unstored & set(parts)):
+                offset = parts[partition]
+                try:
+                    self._ask(lambda olog, p=partition, o=offset: olog.store_offset(p, self._opts.reference, o))
+                except Exception as exc:
+                    self.stats["store_failures"] += 1
+                    log.warning("ackbridge stream source: storing the start of %s (offset %d) under "
+                                "consumerReference %r failed (%s): a replay of the first batch cannot detect "
+                                "retention loss in it (it would read this partition from offset 0)",
+                                partition, offset, self._opts.reference, type(exc).__name__)
+                    continue
+                self._stored[partition] = offset
+                self.stats["stored"] += 1
 
     def _store(self, position: Position) -> None:
         """Store each partition's next offset that moved since this runner last stored it.

@@ -151,18 +151,6 @@ def advance(start: Position, bounds_by_source: Mapping[str, Bounds], cap: int | 
     return canonical(out)
 
 
-def lost_below_first(start: Position, bounds_by_source: Mapping[str, Bounds]) -> dict[str, int]:
-    """Per partition, offsets between *start* and the log's first offset: records
-    retention removed before the query read them."""
-    lost: dict[str, int] = {}
-    for source, bounds in bounds_by_source.items():
-        for partition, (first, _end) in bounds.items():
-            at = start.get(source, {}).get(partition)
-            if at is not None and at < first:
-                lost[partition] = first - at
-    return lost
-
-
 @dataclass(frozen=True)
 class Split:
     """One task's work: a range of one partition, and the source it belongs to."""

@@ -260,7 +260,7 @@ def test_retention_loss_is_counted_once_or_fails_the_query(fake: FakeBroker) -> 
     r.latestOffset(end, r.getDefaultReadLimit())
     assert r.stats["data_loss"] == 4
     strict = reader(failOnDataLoss="true")
-    with pytest.raises(DataLossError, match="s: 4 offsets"):
+    with pytest.raises(DataLossError, match=r"offsets \[2, 6\) of 's' \(4\)"):
         strict.latestOffset(start, strict.getDefaultReadLimit())
 
 
@@ -291,7 +291,8 @@ def test_a_failed_store_is_counted_and_retried_not_raised(fake: FakeBroker) -> N
     end = r.latestOffset(start, r.getDefaultReadLimit())
     fake.fail_stores = 2  # the call and its one retry on a new connection
     r.commit(end)
-    assert r.stats["store_failures"] == 1 and ("s", "app") not in fake.stored
+    # Still the start stored before batch 0, not the committed end.
+    assert r.stats["store_failures"] == 1 and fake.stored[("s", "app")] == 0
     r.commit(end)
     assert fake.stored[("s", "app")] == 3
 
@@ -314,3 +315,159 @@ def test_the_pickled_reader_carries_no_connection(fake: FakeBroker) -> None:
     copy = pickle.loads(pickle.dumps(r))
     assert copy._log is None and fake.opened == 1
     assert "app" in repr(r._opts) and "fakelog" not in repr(r._opts)
+
+
+# ---- a replayed range that retention shortened (issue 32, finding 3) ------------------------
+def _planned(fake: FakeBroker, n: int = 10, **options: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Batch 0 as a first runner plans it: offsets [0, n) of "s" (then the driver dies)."""
+    fake.stream("s", n)
+    first = reader(**options)
+    start = first.initialOffset()
+    return start, first.latestOffset(start, first.getDefaultReadLimit())
+
+
+def _replayed_start(replay: LogStreamReader, planned: dict[str, Any]) -> dict[str, Any]:
+    """What Spark hands a fresh runner as the start of a replayed batch 0: its own
+    initialOffset (the start of batch 0 is not in the checkpoint)."""
+    start = replay.initialOffset()
+    assert start == planned, "a replay of batch 0 must start where the first attempt did"
+    return start
+
+
+def test_a_replayed_range_shortened_by_retention_is_counted_and_logged(
+        fake: FakeBroker, caplog: pytest.LogCaptureFixture) -> None:
+    start, end = _planned(fake)
+    fake.truncate("s", 4)  # retention, while no runner is alive
+    replay = reader()  # a fresh runner: Spark hands it the planned range, never latestOffset
+    with caplog.at_level("WARNING", logger="ackbridge"):
+        got = rows(replay, _replayed_start(replay, start), end)
+    assert [m for *_, m in got] == [f"s-m{i}" for i in range(4, 10)]  # what exists, once
+    assert replay.stats["data_loss"] == 4
+    warned = [r for r in caplog.records if r.levelname == "WARNING" and r.name.startswith("ackbridge")]
+    assert len(warned) == 1 and "offsets [0, 4) of 's'" in warned[0].getMessage(), warned
+    rows(replay, start, end)  # Spark may plan the same batch again: reported once
+    replay.latestOffset(end, replay.getDefaultReadLimit())
+    assert replay.stats["data_loss"] == 4
+
+
+def test_a_replayed_range_shortened_by_retention_fails_with_fail_on_data_loss(fake: FakeBroker) -> None:
+    _, end = _planned(fake)
+    fake.truncate("s", 4)
+    for kept in ({("s", "app"): 0}, {}):  # the fake keeps a stored 0, RabbitMQ stores nothing
+        fake.stored = dict(kept)
+        for _ in range(2):  # each restart fails again: no replay stores a start of its own
+            replay = reader(failOnDataLoss="true")
+            with pytest.raises(DataLossError, match=r"offsets \[0, 4\) of 's'.*failOnDataLoss"):
+                replay.partitions(replay.initialOffset(), end)
+            assert fake.stored == kept
+
+
+def test_a_replayed_range_retention_removed_entirely_is_all_lost(fake: FakeBroker) -> None:
+    start, end = _planned(fake, 6)
+    for i in range(6):
+        fake.append("s", f"later-{i}".encode())
+    fake.truncate("s", 8)
+    replay = reader()
+    assert rows(replay, _replayed_start(replay, start), end) == [] and replay.stats["data_loss"] == 6
+    after = replay.latestOffset(end, replay.getDefaultReadLimit())
+    assert replay.stats["data_loss"] == 8 and after == {"s": {"s": 12}}  # [6, 8) once more, no overlap
+
+
+def test_retention_between_planning_and_the_executors_read_is_reported_by_the_executor(
+        fake: FakeBroker, caplog: pytest.LogCaptureFixture) -> None:
+    fake.stream("s", 10)
+    for options in ({}, {"failOnDataLoss": "true"}):
+        r = reader(**options)
+        start = {"s": {"s": 0}}
+        end = r.latestOffset(start, r.getDefaultReadLimit())
+        splits = r.partitions(start, end)  # nothing lost yet: the driver saw the whole range
+        fake.truncate("s", 3)  # retention before the task reads
+        executor = pickle.loads(pickle.dumps(r))
+        if options:
+            with pytest.raises(DataLossError, match=r"offsets \[0, 3\) of 's'"):
+                [b for part in splits for b in executor.read(part)]
+        else:
+            with caplog.at_level("WARNING", logger="ackbridge"):
+                got = [row for part in splits for b in executor.read(part) for row in b.to_pylist()]
+            assert [row["offset"] for row in got] == list(range(3, 10))
+            assert any("offsets [0, 3) of 's'" in rec.getMessage() for rec in caplog.records)
+        fake.logs["s"] = [f"s-m{i}".encode() for i in range(10)]
+
+
+def test_a_replay_where_the_broker_kept_no_start_0_starts_at_0(
+        fake: FakeBroker, caplog: pytest.LogCaptureFixture) -> None:
+    """RabbitMQ stores "the last offset processed": a start of 0 leaves nothing stored
+    (OffsetLog.store_offset may store nothing for 0). Every other start was stored before
+    batch 0 was planned, so a replaying runner that finds none knows the start was 0."""
+    start, end = _planned(fake)
+    assert start == {"s": {"s": 0}}
+    fake.stored.clear()  # as RabbitMQ: next_offset=0 stores nothing
+    fake.truncate("s", 4)
+    replay = reader()
+    replay_start = replay.initialOffset()
+    assert replay_start == {"s": {"s": 4}}  # startingOffsets=earliest, worked out now
+    with caplog.at_level("WARNING", logger="ackbridge"):
+        got = rows(replay, replay_start, end)
+    assert [o for _, _, o, _ in got] == list(range(4, 10)) and replay.stats["data_loss"] == 4
+    assert any("offsets [0, 4) of 's'" in r.getMessage() for r in caplog.records)
+    assert fake.stored == {}  # the replay stores no start of its own
+
+
+def test_the_first_start_is_stored_before_batch_0_and_a_stored_one_is_kept(fake: FakeBroker) -> None:
+    fake.stream("s", 10, partitions=2)
+    fake.stored[("s-0", "app")] = 3
+    for settle in ("true", "false"):
+        fake.stored = {("s-0", "app"): 3}
+        fake.stores.clear()
+        r = reader(startingOffsets="latest", settleOnPlan=settle)
+        initial = r.initialOffset()
+        assert initial == {"s": {"s-0": 3, "s-1": 5}} and fake.stores == []
+        fake.append("s-1", b"arrived-before-the-plan")
+        end = r.latestOffset(initial, r.getDefaultReadLimit())
+        # The start that came from startingOffsets, stored as the next offset to read; the
+        # stored one left alone; both before Spark writes offsets/0 (latestOffset's answer).
+        assert fake.stores == [("s-1", "app", 5)], settle
+        assert end == {"s": {"s-0": 5, "s-1": 6}}
+        fake.append("s-1", b"arrived-after-the-plan")
+        assert r.initialOffset() == initial  # Spark asks again when it runs batch 0
+        assert [o for _, p, o, _ in rows(r, initial, end) if p == "s-1"] == [5]
+        fake.logs["s-1"] = fake.logs["s-1"][:5]
+
+
+def test_a_replayed_batch_0_starting_at_latest_reads_what_arrived_before_the_plan(fake: FakeBroker) -> None:
+    fake.stream("s", 5)
+    first = reader(startingOffsets="latest", settleOnPlan="false")
+    start = first.initialOffset()
+    fake.append("s", b"early-5")
+    fake.append("s", b"early-6")
+    end = first.latestOffset(start, first.getDefaultReadLimit())  # batch 0 = [5, 7); the driver dies
+    fake.append("s", b"late-7")
+    replay = reader(startingOffsets="latest", settleOnPlan="false")
+    got = rows(replay, _replayed_start(replay, start), end)
+    assert [m for *_, m in got] == ["early-5", "early-6"] and replay.stats["data_loss"] == 0
+
+
+def test_a_failed_store_of_the_first_start_is_logged_and_the_query_goes_on(
+        fake: FakeBroker, caplog: pytest.LogCaptureFixture) -> None:
+    fake.stream("s", 5)
+    r = reader(startingOffsets="latest", settleOnPlan="false")
+    start = r.initialOffset()
+    fake.fail_stores = 2  # the call and its one retry on a new connection
+    with caplog.at_level("WARNING", logger="ackbridge.spark"):
+        assert r.latestOffset(start, r.getDefaultReadLimit()) == start
+    assert r.stats["store_failures"] == 1 and fake.stored == {}
+    assert any("replay of the first batch cannot detect retention loss" in rec.getMessage()
+               for rec in caplog.records if rec.name == "ackbridge.spark"), caplog.records
+
+
+def test_a_gap_inside_the_log_is_not_loss(fake: FakeBroker, caplog: pytest.LogCaptureFixture) -> None:
+    """A broker spends offsets on its own records (RabbitMQ's offset-tracking entries):
+    a range starting on one reads nothing there, yet nothing is lost."""
+    fake.stream("s", 10)
+    fake.logs["s"][1] = fake.logs["s"][2] = None  # not retention: the log still starts at 0
+    start, end = {"s": {"s": 1}}, {"s": {"s": 10}}
+    with caplog.at_level("WARNING", logger="ackbridge"):
+        replay = reader(failOnDataLoss="true")
+        got = rows(replay, start, end)
+    assert [o for _, _, o, _ in got] == list(range(3, 10)) and replay.stats["data_loss"] == 0
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]

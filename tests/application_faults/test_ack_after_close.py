@@ -20,23 +20,8 @@ import pytest
 import ackbridge
 from ackbridge.errors import StaleDeliveryError
 from ackbridge.testing import BrokerHarness
-from tests.conftest import require_port
+from tests.application_faults.on_broker import drain, on_rabbitmq
 from tests.scoreboard.checker import History, ScoreRow, markdown, score
-
-
-def _drain(harness: BrokerHarness, queue: str, expect: int) -> list[str]:
-    got: list[str] = []
-    with ackbridge.connect(harness.url(), **harness.connect_options()) as conn:
-        consumer = conn.consume(queue, prefetch=100)
-        while True:
-            # Everything the application did not ack is due back; then whatever else is there.
-            delivery = consumer.get(timeout=10 if len(got) < expect else 1)
-            if delivery is None:
-                break
-            got.append(delivery.body.decode())
-            delivery.ack()
-        consumer.close()
-    return got
 
 
 def row_ack_after_close(harness: BrokerHarness, n: int = 40, *,
@@ -76,7 +61,7 @@ def row_ack_after_close(harness: BrokerHarness, n: int = 40, *,
                 seen["raised"] = type(exc).__name__
                 break
             acked.append(delivery.body.decode())
-    drained = _drain(harness, queue, n - len(acked))
+    drained = drain(harness, queue, n - len(acked))
     history.delivered = Counter(acked) + Counter(drained)
     seen.update({"acked": len(acked), "drained": len(drained),
                  "acked_yet_redelivered": sorted(set(acked) & set(drained)),
@@ -102,12 +87,5 @@ def _check(row: ScoreRow, seen: dict[str, Any]) -> None:
 
 @pytest.mark.rabbitmq
 def test_ack_after_close_raises_and_the_message_comes_back() -> None:
-    require_port(5672, "RabbitMQ")
-    from tests.rabbitmq.harness import RabbitHarness
-
-    harness = RabbitHarness()
-    try:
-        row, seen = row_ack_after_close(harness)
-    finally:
-        harness.cleanup()
+    row, seen = on_rabbitmq(row_ack_after_close)
     _check(row, seen)

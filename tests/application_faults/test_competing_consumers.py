@@ -29,7 +29,7 @@ import pytest
 import ackbridge
 from ackbridge.testing import BrokerHarness, eventually
 from ackbridge.testing.faults import faults
-from tests.conftest import require_port
+from tests.application_faults.on_broker import on_rabbitmq
 from tests.scoreboard.checker import History, ScoreRow, markdown, score
 
 #: Publisher window, confirms pending on the wire when a cut is made, and the retransmit budget.
@@ -136,14 +136,7 @@ def row_competing_consumers(harness: BrokerHarness, n: int = 1000, *, cuts: int 
 @pytest.mark.rabbitmq
 @pytest.mark.slow
 def test_competing_consumers_see_retransmitted_copies_as_declared_bounded_duplicates() -> None:
-    require_port(5672, "RabbitMQ")
-    from tests.rabbitmq.harness import RabbitHarness
-
-    harness = RabbitHarness()
-    try:
-        row, seen = row_competing_consumers(harness)
-    finally:
-        harness.cleanup()
+    row, seen = on_rabbitmq(row_competing_consumers)
     report = markdown([row]) + f"\nseen: {seen}\n"
     print(report)
     assert row.lost == 0 and row.unexpected == 0, report

@@ -23,7 +23,7 @@ import pytest
 
 import ackbridge
 from ackbridge.testing.harness import eventually
-from tests.conftest import require_port
+from tests.application_faults.on_broker import on_nats
 from tests.scoreboard.checker import History, ScoreRow, markdown, score
 
 BROKER = "nats-jetstream"
@@ -101,14 +101,7 @@ def row_ack_wait_shorter_than_handler(harness: Any, n: int = 30, ack_wait: float
 @pytest.mark.nats
 @pytest.mark.slow
 def test_redelivery_within_ack_wait_is_not_acked_as_a_duplicate() -> None:
-    require_port(4222, "nats-server (JetStream)")
-    from tests.nats.harness import NatsHarness
-
-    harness = NatsHarness()
-    try:
-        row, facts = row_ack_wait_shorter_than_handler(harness)
-    finally:
-        harness.cleanup()
+    row, facts = on_nats(row_ack_wait_shorter_than_handler)
     report = markdown([row]) + f"\nbroker and application facts: {facts}\n"
     assert row.attempted == row.confirmed, report
     assert row.lost == 0 and row.unexpected == 0, report

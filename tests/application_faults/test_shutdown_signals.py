@@ -38,7 +38,7 @@ import pytest
 
 import ackbridge
 from ackbridge.testing import BrokerHarness, eventually
-from tests.conftest import require_port
+from tests.application_faults.on_broker import drain, on_rabbitmq
 from tests.scoreboard.checker import History, ScoreRow, markdown, score
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,22 +62,6 @@ UNWINDS = {v for v in VARIANTS if v != "sync-sigterm-default"}
 
 def _lines(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
-
-
-def _drain(harness: BrokerHarness, queue: str) -> list[str]:
-    """Every id the queue holds, acked by a fresh consumer."""
-    expected = harness.ready(queue)
-    drained: list[str] = []
-    with ackbridge.connect(harness.url(), prefetch=500, reconnect=False, **harness.connect_options()) as conn:
-        consumer = conn.consume(queue)
-        while True:
-            delivery = consumer.get(timeout=0.5 if len(drained) >= expected else 10)
-            if delivery is None:
-                break
-            drained.append(delivery.body.decode())
-            delivery.ack()
-        consumer.close()
-    return drained
 
 
 def row_shutdown_signal(harness: BrokerHarness, variant: str, n: int = 400, *, prefetch: int = 200, work_ms: float = 20,
@@ -132,7 +116,7 @@ def row_shutdown_signal(harness: BrokerHarness, variant: str, n: int = 400, *, p
     # The child's connection is gone: the broker has taken back what it held unsettled.
     eventually(lambda: harness.unacked(queue) == 0, timeout=30, message="no delivery left unacked")
     dead = [body.decode() for body in harness.dead_lettered(queue)]
-    drained = _drain(harness, queue)
+    drained = drain(harness, queue, harness.ready(queue))
     history.delivered = Counter(processed) + Counter(drained)
     history.dead_lettered = set(dead)
     row = score(harness.name, "consumer", f"{variant}, prefetch {prefetch}"
@@ -155,14 +139,7 @@ def row_shutdown_signal(harness: BrokerHarness, variant: str, n: int = 400, *, p
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_shutdown_signal_dead_letters_nothing_and_acks_nothing_unprocessed(variant: str) -> None:
-    require_port(5672, "RabbitMQ")
-    from tests.rabbitmq.harness import RabbitHarness
-
-    harness = RabbitHarness()
-    try:
-        row, seen = row_shutdown_signal(harness, variant)
-    finally:
-        harness.cleanup()
+    row, seen = on_rabbitmq(row_shutdown_signal, variant)
     print(markdown([row]), seen)
     if variant != "sync-sigterm-default":  # killed before it could say
         assert str(seen["imported"]).startswith(str(ROOT)), f"the app ran another ackbridge: {seen}"

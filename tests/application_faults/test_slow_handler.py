@@ -22,7 +22,7 @@ import pytest
 
 import ackbridge
 from ackbridge.testing import BrokerHarness, eventually
-from tests.conftest import require_port
+from tests.application_faults.on_broker import on_rabbitmq
 from tests.scoreboard.checker import History, ScoreRow, markdown, score
 
 #: Heartbeat, prefetch and handler time of the CI row: 10 x 0.4 s = 4 s, over 3 heartbeats of 1 s.
@@ -83,14 +83,7 @@ def _told(count: Callable[[str], int], queue: str) -> int | None:
 @pytest.mark.rabbitmq
 @pytest.mark.slow
 def test_slow_handler_keeps_the_connection_and_acks_each_message_once() -> None:
-    require_port(5672, "RabbitMQ")
-    from tests.rabbitmq.harness import RabbitHarness
-
-    harness = RabbitHarness()
-    try:
-        row, seen = row_slow_handler(harness)
-    finally:
-        harness.cleanup()
+    row, seen = on_rabbitmq(row_slow_handler)
     print(markdown([row]), seen)
     assert row.lost == 0 and row.unexpected == 0, markdown([row])
     assert row.duplicated == 0, f"handled twice: the acks were lost with the connection\n{markdown([row])}"

@@ -8,9 +8,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ackbridge.aclient import AsyncConfirm, AsyncConnection, AsyncConsumer, AsyncDelivery, AsyncPublisher
+    from ackbridge.aio.connection import AsyncConfirm, AsyncConnection, AsyncConsumer, AsyncDelivery, AsyncPublisher
     from ackbridge.capabilities import Capabilities, ConfirmDurability, Durability, Level, Support, Topology, Verb
-    from ackbridge.client import Confirm, Connection, Consumer, Delivery, Publisher
     from ackbridge.errors import (
         AccessDeniedError,
         AckbridgeError,
@@ -31,10 +30,11 @@ if TYPE_CHECKING:
         UnknownSchemeError,
         UnsupportedVerbError,
     )
-    from ackbridge.labels import AggregatedAcks, LabelAck
+    from ackbridge.kernel.labels import AggregatedAcks, LabelAck
+    from ackbridge.kernel.settlement import State
     from ackbridge.messages import ConfirmOutcome, ConfirmStatus, QueueInfo
-    from ackbridge.offset_log import LogRecord, OffsetLog, OffsetRange, open_offset_log
-    from ackbridge.settlement import State
+    from ackbridge.sync.connection import Confirm, Connection, Consumer, Delivery, Publisher
+    from ackbridge.transport.offset_log import LogRecord, OffsetLog, OffsetRange, open_offset_log
 
 # Bound at import, not lazily: ``ackbridge.connect`` is also a submodule, and the
 # first import of a submodule sets the package attribute of that name to the module.
@@ -98,49 +98,49 @@ __all__ = [
 _EXPORTS: dict[str, str] = {
     "AccessDeniedError": "ackbridge.errors",
     "AckbridgeError": "ackbridge.errors",
-    "AggregatedAcks": "ackbridge.labels",
+    "AggregatedAcks": "ackbridge.kernel.labels",
     "AlreadySettledError": "ackbridge.errors",
-    "AsyncConfirm": "ackbridge.aclient",
-    "AsyncConnection": "ackbridge.aclient",
-    "AsyncConsumer": "ackbridge.aclient",
-    "AsyncDelivery": "ackbridge.aclient",
-    "AsyncPublisher": "ackbridge.aclient",
+    "AsyncConfirm": "ackbridge.aio.connection",
+    "AsyncConnection": "ackbridge.aio.connection",
+    "AsyncConsumer": "ackbridge.aio.connection",
+    "AsyncDelivery": "ackbridge.aio.connection",
+    "AsyncPublisher": "ackbridge.aio.connection",
     "AuthenticationError": "ackbridge.errors",
     "BrokerError": "ackbridge.errors",
     "BrokerUnreachableError": "ackbridge.errors",
     "Capabilities": "ackbridge.capabilities",
     "ConfigurationError": "ackbridge.errors",
-    "Confirm": "ackbridge.client",
+    "Confirm": "ackbridge.sync.connection",
     "ConfirmDurability": "ackbridge.capabilities",
     "ConfirmOutcome": "ackbridge.messages",
     "ConfirmStatus": "ackbridge.messages",
-    "Connection": "ackbridge.client",
+    "Connection": "ackbridge.sync.connection",
     "ConnectionLostError": "ackbridge.errors",
     "ConsumerClosedError": "ackbridge.errors",
-    "Consumer": "ackbridge.client",
+    "Consumer": "ackbridge.sync.connection",
     "DataLossError": "ackbridge.errors",
-    "Delivery": "ackbridge.client",
+    "Delivery": "ackbridge.sync.connection",
     "Durability": "ackbridge.capabilities",
     "InvalidLabelError": "ackbridge.errors",
     "InvalidOptionError": "ackbridge.errors",
     "InvalidURLError": "ackbridge.errors",
-    "LabelAck": "ackbridge.labels",
+    "LabelAck": "ackbridge.kernel.labels",
     "Level": "ackbridge.capabilities",
-    "LogRecord": "ackbridge.offset_log",
-    "OffsetLog": "ackbridge.offset_log",
-    "OffsetRange": "ackbridge.offset_log",
+    "LogRecord": "ackbridge.transport.offset_log",
+    "OffsetLog": "ackbridge.transport.offset_log",
+    "OffsetRange": "ackbridge.transport.offset_log",
     "PluginError": "ackbridge.errors",
-    "Publisher": "ackbridge.client",
+    "Publisher": "ackbridge.sync.connection",
     "QueueInfo": "ackbridge.messages",
     "SettlementError": "ackbridge.errors",
     "StaleDeliveryError": "ackbridge.errors",
-    "State": "ackbridge.settlement",
+    "State": "ackbridge.kernel.settlement",
     "Support": "ackbridge.capabilities",
     "Topology": "ackbridge.capabilities",
     "UnknownSchemeError": "ackbridge.errors",
     "UnsupportedVerbError": "ackbridge.errors",
     "Verb": "ackbridge.capabilities",
-    "open_offset_log": "ackbridge.offset_log",
+    "open_offset_log": "ackbridge.transport.offset_log",
 }
 
 
@@ -148,7 +148,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is not None:
         value = getattr(importlib.import_module(module), name)
-    else:  # a submodule used as an attribute (``ackbridge.client``), as eager imports allowed
+    else:  # a submodule used as an attribute (``ackbridge.sync.connection``), as eager imports allowed
         try:
             value = importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as exc:

@@ -180,7 +180,7 @@ class Capabilities:
     written before it existed declares nothing and shows "not told".
     ``connection_free_acks`` says whether a delivery can be settled by its ack
     handle (``delivery.ack_handle``) from any connection, not only the one that
-    received it (:mod:`ackbridge.handles`); unsupported unless declared.
+    received it (:mod:`ackbridge.engine.handles`); unsupported unless declared.
     ``reject_outcome`` says where a rejected message goes (dead-lettered, only
     where the queue has a target, discarded); "not told" unless declared.
     ``requeue_bound`` says how to bound a requeue loop on this broker (a

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, ParamSpec
 from ackbridge.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from ackbridge.aclient import AsyncConnection
-    from ackbridge.client import Connection
+    from ackbridge.aio.connection import AsyncConnection
     from ackbridge.plugins import AdapterSpec
+    from ackbridge.sync.connection import Connection
     from ackbridge.urls import BrokerURL
 
 P = ParamSpec("P")
@@ -116,7 +116,7 @@ def connect(
     """
     # First statement: every local is a named option (None: "not given").
     named = {k: v for k, v in locals().items() if k not in ("url", "plugin_options")}
-    from ackbridge.client import Connection
+    from ackbridge.sync.connection import Connection
 
     parsed, spec, core, transport = resolve(url, _given(named, plugin_options))
     if spec.sync_transport is None:
@@ -128,7 +128,7 @@ def connect(
 async def connect_async(url: str, **options: Any) -> AsyncConnection:
     """Open an asyncio connection to the broker at *url*; it takes the options of
     :func:`connect` (declared there once; type checkers see them here too)."""
-    from ackbridge.aclient import AsyncConnection
+    from ackbridge.aio.connection import AsyncConnection
 
     parsed, spec, core, transport = resolve(url, _given(options, {}))
     connection = AsyncConnection(parsed, spec.async_type(), core, transport)

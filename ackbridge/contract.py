@@ -1,6 +1,6 @@
 """The public contract of both faces, written down once.
 
-:mod:`ackbridge.client` (threads) and :mod:`ackbridge.aclient` (asyncio)
+:mod:`ackbridge.sync.connection` (threads) and :mod:`ackbridge.aio.connection` (asyncio)
 implement these Protocols with the same names; the async twin awaits the
 methods that wait for the broker. ``tests/core/test_parity.py`` checks both
 faces against this module, so a method added to one face and not the other,
@@ -19,11 +19,10 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, Protocol, Unpack
 
 from ackbridge.capabilities import Capabilities
-from ackbridge.engine import BatchResult
+from ackbridge.kernel.labels import AggregatedAcks
+from ackbridge.kernel.settlement import BatchResult, State
 from ackbridge.keywords import ConsumeOptions, PublisherOptions, PublishOptions
-from ackbridge.labels import AggregatedAcks
 from ackbridge.messages import ConfirmOutcome, QueueInfo, WireVerb
-from ackbridge.settlement import State
 
 
 class DeliveryView(Protocol):
@@ -71,7 +70,7 @@ class DeliveryView(Protocol):
     def ack_handle(self) -> str:
         """This delivery's ack handle, which any connection to the broker may settle
         (``Connection.settle_handles``); UnsupportedVerbError where acks are bound to
-        the receiving connection (see :mod:`ackbridge.handles`)."""
+        the receiving connection (see :mod:`ackbridge.engine.handles`)."""
 
 
 class Delivery(DeliveryView, Protocol):
@@ -208,7 +207,7 @@ class AsyncConsumer(ConsumerView, Protocol):
         """Ack *delivery* and every earlier unsettled delivery of this consumer (cumulative ack)."""
 
     async def settle_batch(self, deliveries: Sequence[Any], verb: Any = ...) -> BatchResult:
-        """See :meth:`ackbridge.client.Consumer.settle_batch`."""
+        """See :meth:`ackbridge.sync.connection.Consumer.settle_batch`."""
 
     async def flush(self) -> None:
         """Put every conflated ack on the wire now."""
@@ -265,7 +264,7 @@ class Connection(Protocol):
         broker. ``verb``: ack, or requeue where the broker requeues natively. A handle
         given twice is settled once (counted in ``refused``). Raises
         UnsupportedVerbError before anything is sent on a broker whose acks are bound
-        to the receiving connection (see :mod:`ackbridge.handles`)."""
+        to the receiving connection (see :mod:`ackbridge.engine.handles`)."""
 
     def declare_queue(self, name: str, *, dead_letter: bool = True) -> None:
         """Create queue *name* (durable) if it does not exist; with *dead_letter*, also its
@@ -292,7 +291,7 @@ class Connection(Protocol):
         acks). The handler settles the delivery (now or later, from any thread). If
         it raises an ``Exception``, its unsettled delivery is rejected (dead-lettered),
         or requeued where the broker cannot reject; an interruption (``SystemExit``...)
-        hands it back instead (see :mod:`ackbridge.interruptions`).
+        hands it back instead (see :mod:`ackbridge.kernel.interruptions`).
 
         ``dedupe_window=N``: a delivery whose message id was acked within the last N
         acked ids, or is held unsettled in a copy the broker stores separately, is
@@ -356,7 +355,7 @@ class AsyncConnection(Protocol):
 
     async def consume(self, source: str, *, handler: Any = None,
                       **options: Unpack[ConsumeOptions]) -> AsyncConsumer:
-        """Subscribe to *source*; see :meth:`ackbridge.client.Connection.consume`. With
+        """Subscribe to *source*; see :meth:`ackbridge.sync.connection.Connection.consume`. With
         *handler*, it is called with each delivery, one at a time in arrival order, on
         the event loop, and what it returns is awaited if it is awaitable."""
 
@@ -371,7 +370,7 @@ class AsyncConnection(Protocol):
 
     async def issue_ack(self, delivery: Any, label: str, status: int = 200, payload: Any = None, *,
                         reserved: bool = False) -> AsyncConfirm:
-        """See :meth:`ackbridge.client.Connection.issue_ack`."""
+        """See :meth:`ackbridge.sync.connection.Connection.issue_ack`."""
 
 
 #: (contract, sync face class name, async contract, async face class name)

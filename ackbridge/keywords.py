@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypedDict
 
 from ackbridge.errors import InvalidOptionError
-from ackbridge.guaranteed import GapHandler
+from ackbridge.kernel.guaranteed import GapHandler
 
 
 class ConsumeOptions(TypedDict, total=False):

@@ -25,7 +25,7 @@ from ackbridge.options import OptionSpec
 from ackbridge.transport import AsyncTransport, SyncTransport, ThreadedAsyncTransport
 
 if TYPE_CHECKING:
-    from ackbridge.offset_log import OffsetLog
+    from ackbridge.transport.offset_log import OffsetLog
     from ackbridge.urls import BrokerURL
 
 ENTRY_POINT_GROUP = "ackbridge"
@@ -45,7 +45,7 @@ class AdapterSpec:
     description: str = ""
     #: Extra capability tables for variants chosen by options (e.g. MQTT 3.1.1 vs 5).
     variants: tuple[Capabilities, ...] = ()
-    #: Opens an :class:`~ackbridge.offset_log.OffsetLog` (``factory(url, options)``)
+    #: Opens an :class:`~ackbridge.transport.offset_log.OffsetLog` (``factory(url, options)``)
     #: where the broker keeps messages in logs read by offset; None where it does not.
     offset_log: Callable[[BrokerURL, dict[str, Any]], OffsetLog] | None = None
     #: Set by the registry: the distribution/entry point that registered it.

@@ -257,7 +257,7 @@ def spark_run(spark: Any, frame: Any, n: int, work: Path, name: str, done: Any) 
 
 
 def stream_cell(spark: Any, n: int, size: int, parts: int, batch: int, work: Path) -> dict[str, Any]:
-    from ackbridge.offset_log import open_offset_log
+    from ackbridge.transport.offset_log import open_offset_log
 
     streams = [f"bench-stream-{uuid.uuid4().hex[:8]}" for _ in range(parts)]
     reference = f"bench-{uuid.uuid4().hex[:6]}"

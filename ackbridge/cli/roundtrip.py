@@ -10,8 +10,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ackbridge.client import Connection
 from ackbridge.messages import ConfirmStatus
+from ackbridge.sync.connection import Connection
 
 
 @dataclass

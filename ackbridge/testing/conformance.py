@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import inspect
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -37,9 +36,9 @@ from ackbridge.errors import (
     StaleDeliveryError,
     UnsupportedVerbError,
 )
-from ackbridge.messages import ConfirmStatus
-from ackbridge.settlement import State
+from ackbridge.kernel.settlement import State
 from ackbridge.testing.conformance_batch import BatchConformance
+from ackbridge.testing.conformance_flow import FlowConformance
 from ackbridge.testing.conformance_labels import LabelConformance
 from ackbridge.testing.faults import transport_of
 from ackbridge.testing.harness import BrokerHarness, eventually
@@ -64,7 +63,7 @@ def _in_turn(*steps: Callable[[], Any]) -> Any:
     return rest()
 
 
-class ConformanceSuite(LabelConformance, BatchConformance):
+class ConformanceSuite(LabelConformance, BatchConformance, FlowConformance):
     """Subclass and provide a ``harness`` fixture returning a BrokerHarness."""
 
     @pytest.fixture(params=["sync", "async"])
@@ -309,146 +308,6 @@ class ConformanceSuite(LabelConformance, BatchConformance):
             assert harness.dead_lettered(queue) == []
         self.broker_counts(harness, queue, ready=0, unacked=0)
 
-    # ---- confirms -------------------------------------------------------------------------
-    def test_confirm_confirmed(self, conn: Any, harness: BrokerHarness) -> None:
-        queue = harness.new_queue()
-        confirm = conn.publish(harness.publish_target(queue), _body("confirm"))
-        outcome = confirm.result(timeout=30)
-        assert outcome.status is ConfirmStatus.CONFIRMED
-        self.broker_counts(harness, queue, ready=1)
-
-    def test_confirm_refused(self, conn: Any, harness: BrokerHarness) -> None:
-        support = conn.capabilities.support(Verb.CONFIRM_REFUSED)
-        target = harness.unroutable_target()
-        oversized = harness.oversized_body()
-        if support.level is Level.UNSUPPORTED or (target is None and oversized is None):
-            assert support.level is Level.UNSUPPORTED or support.how, "refusal must be declared or testable"
-            return
-        queue = harness.new_queue()
-        if target is not None:
-            outcome = conn.publish(target, _body("unroutable")).result(timeout=30)
-        else:
-            assert oversized is not None
-            outcome = conn.publish(harness.publish_target(queue), oversized).result(timeout=30)
-        assert outcome.status is ConfirmStatus.REFUSED
-        assert outcome.reason
-
-    def test_confirm_unknown_on_connection_loss(self, conn: Any, harness: BrokerHarness) -> None:
-        queue = harness.new_queue()
-        publisher = conn.publisher(window=1000)
-        with harness.hold_confirms(unwrap(conn)):
-            confirms = [publisher.publish(harness.publish_target(queue), _body("lost")) for _ in range(50)]
-            harness.break_connection(unwrap(conn))
-        outcomes = [c.result(timeout=60) for c in confirms]
-        statuses = {o.status for o in outcomes}
-        assert ConfirmStatus.REFUSED not in statuses
-        assert ConfirmStatus.UNKNOWN in statuses, "a cut connection must leave pending confirms unknown"
-        confirmed = sum(1 for o in outcomes if o.status is ConfirmStatus.CONFIRMED)
-        # Every message reported confirmed is really on the broker.
-        eventually(lambda: harness.ready(queue) >= confirmed, message="confirmed messages on the broker")
-
-    def test_flush_waits_for_every_confirm(self, conn: Any, harness: BrokerHarness) -> None:
-        queue = harness.new_queue()
-        publisher = conn.publisher(window=16)
-        confirms = [publisher.publish(harness.publish_target(queue), _body("flush")) for _ in range(100)]
-        assert publisher.flush(timeout=60)
-        assert all(c.done() for c in confirms)
-        assert publisher.in_flight == 0
-        self.broker_counts(harness, queue, ready=100)
-
-    def test_window_applies_back_pressure(self, conn: Any, harness: BrokerHarness) -> None:
-        queue = harness.new_queue()
-        publisher = conn.publisher(window=3)
-        done = threading.Event()
-
-        def fourth() -> None:
-            publisher.publish(harness.publish_target(queue), _body("window"))
-            done.set()
-
-        thread = threading.Thread(target=fourth)
-        with harness.hold_confirms(unwrap(conn)):
-            for _ in range(3):
-                publisher.publish(harness.publish_target(queue), _body("window"))
-            assert publisher.in_flight <= 3
-            thread.start()
-            if harness.can_hold_confirms:
-                # Absence of progress can only be shown by waiting a little.
-                assert not done.wait(0.5), "a 4th publish went out with 3 confirms pending"
-        assert done.wait(30), "publish stayed blocked after confirms arrived"
-        thread.join()
-        assert publisher.flush(timeout=30)
-        self.broker_counts(harness, queue, ready=4)
-
-    # ---- flow control and conflation ------------------------------------------------------
-    def test_prefetch_bounds_unsettled(self, conn: Any, harness: BrokerHarness) -> None:
-        queue, _ = self.filled_queue(conn, harness, "prefetch", 8)
-        consumer = conn.consume(queue, prefetch=3)
-        got = self.get_n(consumer, 3)
-        assert consumer.get(timeout=1.0) is None
-        self.broker_counts(harness, queue, ready=5, unacked=3)
-        got[0].ack()
-        more = self.get_n(consumer, 1)
-        assert more[0].body not in {d.body for d in got}
-
-    def test_conflation_flushes_on_count(self, conn: Any, harness: BrokerHarness) -> None:
-        queue, consumer, got = self.received(conn, harness, "count", 10, prefetch=20, conflate_count=5, conflate_ms=0)
-        for d in got[:4]:
-            d.ack()
-        assert consumer.unsettled == 10, "4 acks must wait for the 5th"
-        got[4].ack()
-        assert consumer.unsettled == 5
-        self.broker_counts(harness, queue, ready=0, unacked=5)
-        for d in got[5:]:
-            d.ack()
-        self.broker_counts(harness, queue, ready=0, unacked=0)
-
-    def test_conflation_flushes_on_time(self, conn: Any, harness: BrokerHarness) -> None:
-        queue, consumer, got = self.received(conn, harness, "time", 3, prefetch=20, conflate_count=1000,
-                                             conflate_ms=100)
-        for d in got:
-            d.ack()
-        eventually(lambda: consumer.unsettled == 0, message="timer flush")
-        self.broker_counts(harness, queue, ready=0, unacked=0)
-
-    def test_conflation_flushes_on_close(self, conn: Any, harness: BrokerHarness) -> None:
-        queue, consumer, got = self.received(conn, harness, "close", 3, prefetch=20, conflate_count=1000, conflate_ms=0)
-        for d in got:
-            d.ack()
-        assert consumer.unsettled == 3
-        consumer.close()
-        self.broker_counts(harness, queue, ready=0, unacked=0)
-
-    def test_ack_through_is_cumulative(self, conn: Any, harness: BrokerHarness) -> None:
-        queue, consumer, got = self.received(conn, harness, "through", 5, prefetch=10)
-        if conn.capabilities.support(Verb.CUMULATIVE_ACK).level is Level.UNSUPPORTED:
-            with pytest.raises(UnsupportedVerbError):
-                consumer.ack_through(got[2])
-            return
-        got[1].ack()
-        consumer.ack_through(got[2])
-        assert [d.state for d in got] == [State.ACKED] * 3 + [State.PENDING] * 2
-        self.broker_counts(harness, queue, ready=0, unacked=2)
-        consumer.ack_through(got[4])
-        self.broker_counts(harness, queue, ready=0, unacked=0)
-
-    def test_max_deliveries_dead_letters_poison(self, conn: Any, harness: BrokerHarness) -> None:
-        caps = conn.capabilities
-        if not caps.support(Verb.DELIVERY_COUNT).available or not caps.support(Verb.REQUEUE).available:
-            with pytest.raises(UnsupportedVerbError):
-                conn.consume(harness.new_queue(), max_deliveries=2)
-                if not caps.support(Verb.REQUEUE).available:
-                    raise UnsupportedVerbError(caps.broker, "requeue")
-            return
-        queue = harness.new_queue(dead_letter=True)
-        body = _body("poison")
-        self.publish_all(conn, harness, queue, [body])
-        consumer = conn.consume(queue, prefetch=5, max_deliveries=2)
-        for _ in range(2):
-            self.get_n(consumer, 1)[0].requeue()
-        assert consumer.get(timeout=1.5) is None
-        eventually(lambda: harness.dead_lettered(queue) == [body], message="poison message dead-lettered")
-
-    # ---- hygiene -------------------------------------------------------------------------------
     def test_repr_never_shows_password(self, conn: Any, harness: BrokerHarness) -> None:
         url = harness.url()
         shown = repr(conn) + str(unwrap(conn).url) + repr(transport_of(unwrap(conn)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ackbridge.settlement import State
+from ackbridge.kernel.settlement import State
 from ackbridge.testing.harness import BrokerHarness
 from ackbridge.testing.suite_helpers import SuiteHelpers
 

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ackbridge.aclient import AsyncConfirm, AsyncConnection, AsyncConsumer, AsyncDelivery, AsyncPublisher
+from ackbridge.aio.connection import AsyncConfirm, AsyncConnection, AsyncConsumer, AsyncDelivery, AsyncPublisher
 from ackbridge.connect import connect, connect_async
 
 _ASYNC_TYPES = (AsyncConnection, AsyncConsumer, AsyncDelivery, AsyncPublisher, AsyncConfirm)

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from ackbridge.errors import InvalidOptionError
-from ackbridge.files import PRIVATE_FILE, parse_mode
+from ackbridge.transport.files import PRIVATE_FILE, parse_mode
 
 #: The connector's own options, as documented (Spark's map is case-insensitive: matched lower case).
 OWN_OPTIONS = (

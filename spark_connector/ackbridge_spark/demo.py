@@ -19,8 +19,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ackbridge.files import private_dir
 from ackbridge.testing.faults import transport_of
+from ackbridge.transport.files import private_dir
 
 
 def _source_stats(query: Any) -> dict[str, Any]:
@@ -101,7 +101,8 @@ def demo(
             rows = sum(p["numInputRows"] for p in query.recentProgress)
             progress.update(t_written, completed=rows)
             progress.update(t_settled, completed=_source_stats(query).get("settled", 0))
-            query.awaitTermination(0.25)
+            # pyspark annotates timeout as int but takes float seconds (it sends int(timeout * 1000)).
+            query.awaitTermination(0.25)  # type: ignore[arg-type]
         error = query.exception()
         stats = _source_stats(query)
         table = spark.read.parquet(table_path) if os.path.isdir(table_path) else None

@@ -32,7 +32,7 @@ import logging
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -44,6 +44,9 @@ from ackbridge_spark.fetch_options import FetchOptions
 from ackbridge_spark.fetch_task import FetchTask, read_fetch
 from ackbridge_spark.reader_state import OptionsOnlyPickle
 from ackbridge_spark.runner import install_sigterm_handler
+
+if TYPE_CHECKING:
+    from ackbridge.contract import Connection
 
 log = logging.getLogger("ackbridge.spark")
 
@@ -58,13 +61,13 @@ class FetchStreamReader(OptionsOnlyPickle[FetchOptions], DataSourceStreamReader,
         self._reset_runtime()
 
     def _reset_runtime(self) -> None:
-        self._conn: Any = None
+        self._conn: Connection | None = None
         self._tmp: str | None = None
         self._waiting = 0
         self.stats = {"acked": 0, "repeated_handles": 0, "ack_failures": 0, "missing_parts": 0, "reconnects": 0}
 
     # ---- the runner's connection and folder (lazily) ----------------------------------
-    def _broker(self) -> Any:
+    def _broker(self) -> Connection:
         if self._conn is None:
             import ackbridge
 

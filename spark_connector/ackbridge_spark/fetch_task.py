@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
@@ -35,6 +35,9 @@ from ackbridge_spark import fetch_files
 from ackbridge_spark._schema import ARROW_SCHEMA, from_ipc, to_ipc, to_record_batch
 from ackbridge_spark.fetch_options import FetchOptions
 from ackbridge_spark.sources import subscribe_all
+
+if TYPE_CHECKING:
+    from ackbridge.contract import Delivery
 
 
 @dataclass(frozen=True)
@@ -57,13 +60,13 @@ class _Taker:
 
     def __init__(self, share: int) -> None:
         self.share = share
-        self.taken: list[Any] = []
+        self.taken: list[Delivery] = []
         self.last_at = time.monotonic()
         self.stopped = False
         self.full = threading.Event()
         self._lock = threading.Lock()
 
-    def __call__(self, delivery: Any) -> None:
+    def __call__(self, delivery: Delivery) -> None:
         with self._lock:
             if not self.stopped and len(self.taken) < self.share:
                 self.taken.append(delivery)
@@ -73,7 +76,7 @@ class _Taker:
                 return
         delivery.requeue()  # beyond this task's share (several sources): back for the next fetch at once
 
-    def stop(self) -> list[Any]:
+    def stop(self) -> list[Delivery]:
         with self._lock:
             self.stopped = True
             return list(self.taken)

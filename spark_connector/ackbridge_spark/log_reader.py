@@ -30,7 +30,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from ackbridge.errors import BrokerError
-from ackbridge.offset_log import LogRecord, OffsetLog, OffsetRange
+from ackbridge.transport.offset_log import LogRecord, OffsetLog, OffsetRange
 from ackbridge_spark._schema import ARROW_SCHEMA, _headers_array
 from ackbridge_spark.log_options import LogSourceOptions
 from ackbridge_spark.loss import report_removed
@@ -71,7 +71,7 @@ def _key(options: LogSourceOptions) -> tuple[str, tuple[tuple[str, str], ...]]:
 
 def _log_for(options: LogSourceOptions) -> tuple[OffsetLog, bool]:
     """(the worker's log for *options*, whether it was opened just now)."""
-    from ackbridge.offset_log import open_offset_log
+    from ackbridge.transport.offset_log import open_offset_log
 
     key = _key(options)
     found = _open_logs.get(key)

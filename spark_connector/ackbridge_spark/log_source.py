@@ -49,7 +49,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from ackbridge.errors import InvalidOptionError
-from ackbridge.offset_log import OffsetLog
+from ackbridge.transport.offset_log import OffsetLog
 from ackbridge_spark.log_options import LogSourceOptions
 from ackbridge_spark.log_reader import LogSplit, read_split
 from ackbridge_spark.loss import Removed, report_removed
@@ -96,7 +96,7 @@ class LogStreamReader(OptionsOnlyPickle[LogSourceOptions], DataSourceStreamReade
     # ---- the driver's connection (runner only, lazily) ---------------------------------
     def _broker(self) -> OffsetLog:
         if self._log is None:
-            from ackbridge.offset_log import open_offset_log
+            from ackbridge.transport.offset_log import open_offset_log
 
             install_sigterm_handler()
             self._log = open_offset_log(self._opts.url, **self._opts.log_options)

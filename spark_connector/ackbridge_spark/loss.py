@@ -1,7 +1,7 @@
 """``failOnDataLoss``: the loss detection of guaranteed publishing, for a query.
 
 A publisher made with ``publisher(sequence=True)`` stamps each message with
-its producer id and a sequence number (:mod:`ackbridge.guaranteed`:
+its producer id and a sequence number (:mod:`ackbridge.kernel.guaranteed`:
 ``ackbridge-producer`` / ``ackbridge-seq``). The core's consumer-side
 detector (``consume(on_gap=...)``) keeps the highest number per producer in
 memory, so a restarted consumer would report everything its predecessor
@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ackbridge.errors import DataLossError
-from ackbridge.guaranteed import sequence_of
+from ackbridge.kernel.guaranteed import sequence_of
 
 log = logging.getLogger("ackbridge.spark")
 

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 try:
-    from pyspark.sql.streaming import StreamingQueryListener
+    from pyspark.sql.streaming.listener import StreamingQueryListener
 except ImportError:  # pragma: no cover - PySpark is this connector's dependency
     StreamingQueryListener = object  # type: ignore[misc,assignment]
 
@@ -94,7 +94,7 @@ class ProgressMetrics:
         if duration is not None:
             self.batch_duration.record(float(duration) / 1000.0, {QUERY: query})
         for index, offset in ackbridge_sources(progress):
-            attributes = {QUERY: query, SOURCE: index}
+            attributes: dict[str, str | int] = {QUERY: query, SOURCE: index}
             with self._lock:
                 last = self._last.setdefault((query, index), {})
                 for name in COUNTERS:
@@ -115,7 +115,7 @@ class ProgressMetrics:
                     del levels[key]
 
 
-class AckbridgeMetricsListener(StreamingQueryListener):  # type: ignore[misc]
+class AckbridgeMetricsListener(StreamingQueryListener):
     """A ``StreamingQueryListener`` recording every progress event (see the module doc)."""
 
     def __init__(self, meter_provider: Any = None) -> None:

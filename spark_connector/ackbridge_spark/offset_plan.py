@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from ackbridge.errors import InvalidOptionError
-from ackbridge.offset_log import OffsetRange
+from ackbridge.transport.offset_log import OffsetRange
 
 #: ``{source: {partition: next_offset}}``.
 Position = dict[str, dict[str, int]]

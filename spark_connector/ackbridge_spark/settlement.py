@@ -13,14 +13,17 @@ from __future__ import annotations
 import itertools
 import logging
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import InputPartition
 
 from ackbridge.errors import AckbridgeError, ConnectionLostError, SettlementError
-from ackbridge.labels import SPARK_COMMITTED
+from ackbridge.kernel.labels import SPARK_COMMITTED
 from ackbridge_spark._options import ConnectorOptions
 from ackbridge_spark._schema import from_ipc
+
+if TYPE_CHECKING:
+    from ackbridge.contract import Connection, Consumer
 
 log = logging.getLogger("ackbridge.spark")
 
@@ -42,8 +45,8 @@ class AckbridgePartition(InputPartition):
 
 class CommittedSettlement:
     _opts: ConnectorOptions
-    _conn: Any
-    _consumers: dict[str, Any]
+    _conn: Connection | None
+    _consumers: dict[str, Consumer]
     _pending: deque[Any]
     _numbered: dict[int, Any]
     _batch_ends: dict[int, int]

@@ -32,7 +32,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -54,6 +54,9 @@ from ackbridge_spark.settlement import AckbridgePartition, CommittedSettlement
 from ackbridge_spark.sources import is_mqtt, subscribe_all
 from ackbridge_spark.write_ahead import batch_file, remove_through, write_atomically
 
+if TYPE_CHECKING:
+    from ackbridge.contract import Connection, Consumer
+
 log = logging.getLogger("ackbridge.spark")
 
 
@@ -72,9 +75,9 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettle
         self._reset_runtime()
 
     def _reset_runtime(self) -> None:
-        self._conn: Any = None
+        self._conn: Connection | None = None
         #: delivery.source -> its consumer / the source's name as configured.
-        self._consumers: dict[str, Any] = {}
+        self._consumers: dict[str, Consumer] = {}
         self._names: dict[str, str] = {}
         self._topic_from_routing_key = False
         self._connections_opened = 0

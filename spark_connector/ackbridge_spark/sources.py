@@ -21,9 +21,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ackbridge.errors import BrokerError, ConfigurationError
+
+if TYPE_CHECKING:
+    from ackbridge.contract import Connection, Consumer, Delivery
 
 _MQTT_SCHEMES = ("mqtt", "mqtts")
 
@@ -34,7 +37,7 @@ class OpenedSource:
     name: str
     #: What ``delivery.source`` is for this consumer's deliveries.
     key: str
-    consumer: Any
+    consumer: Consumer
 
 
 def is_mqtt(url_scheme: str) -> bool:
@@ -66,8 +69,8 @@ def _add_filter(conn: Any, consumer: Any, topic_filter: str) -> None:
         raise BrokerError(f"the MQTT broker refused the subscription to {topic_filter!r}: {link.subscribe_error}")
 
 
-def subscribe_all(conn: Any, scheme: str, names: tuple[str, ...], prefetch: int,
-                  handler: Callable[[Any], object]) -> list[OpenedSource]:
+def subscribe_all(conn: Connection, scheme: str, names: tuple[str, ...], prefetch: int,
+                  handler: Callable[[Delivery], object]) -> list[OpenedSource]:
     """One consumer per name, each handing deliveries to *handler*; on a failure the
     consumers opened so far are closed (their deliveries return to the broker)."""
     opened: list[OpenedSource] = []

@@ -11,7 +11,7 @@ import uuid
 
 import pyarrow as pa
 
-from ackbridge.files import PRIVATE_FILE, dir_mode_for, open_private, private_dir
+from ackbridge.transport.files import PRIVATE_FILE, dir_mode_for, open_private, private_dir
 
 
 def batch_file(directory: str | None, s: int, e: int) -> str | None:

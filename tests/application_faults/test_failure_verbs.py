@@ -28,9 +28,9 @@ import pytest
 
 import ackbridge
 from ackbridge.capabilities import RejectFate
+from ackbridge.kernel.requeue_loops import EVERY, QUIET_S, RequeueWatch
 from ackbridge.messages import InboundMessage
 from ackbridge.plugins import registry
-from ackbridge.requeue_loops import EVERY, QUIET_S, RequeueWatch
 from tests.conftest import require_port
 
 RABBIT_URL = "amqp://guest:guest@127.0.0.1:5672/"

@@ -119,7 +119,7 @@ def test_redelivery_within_ack_wait_is_not_acked_as_a_duplicate() -> None:
 def test_the_window_acks_only_copies_stored_apart_from_what_is_held() -> None:
     """The core rule, I/O-free: the same broker id while a delivery is held is handed out;
     another broker id, or none (no redelivery within a generation), is a copy to ack."""
-    from ackbridge.guaranteed import DedupeWindow
+    from ackbridge.kernel.guaranteed import DedupeWindow
     from ackbridge.messages import InboundMessage
 
     def delivery(tag: int, broker_id: Any) -> InboundMessage:

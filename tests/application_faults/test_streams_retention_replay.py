@@ -49,7 +49,7 @@ from typing import Any
 
 import pytest
 
-from ackbridge.offset_log import open_offset_log
+from ackbridge.transport.offset_log import open_offset_log
 from tests.conftest import require_port
 from tests.scoreboard.checker import History, ScoreRow, markdown, score
 

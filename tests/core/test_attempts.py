@@ -4,7 +4,7 @@ is bounded by ``retransmit_deadline`` and never uses up ``max_attempts``."""
 
 from __future__ import annotations
 
-from ackbridge.guaranteed import Attempts, decide
+from ackbridge.kernel.guaranteed import Attempts, decide
 from ackbridge.messages import CONFIRMED, ConfirmStatus, OutboundMessage, refused, unknown, unsent
 
 

@@ -12,9 +12,9 @@ import asyncio
 import threading
 from typing import Any
 
-from ackbridge.aclient import AsyncConnection
-from ackbridge.client import Connection
+from ackbridge.aio.connection import AsyncConnection
 from ackbridge.messages import CONFIRMED, ConfirmStatus, OutboundMessage, refused, unknown
+from ackbridge.sync.connection import Connection
 from ackbridge.urls import parse_url
 from tests.core.test_resend_in_flight import ScriptedAsync, ScriptedSync, _options
 

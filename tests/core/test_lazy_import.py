@@ -14,7 +14,8 @@ import pytest
 
 import ackbridge
 
-HEAVY = ("ackbridge.client", "ackbridge.aclient", "ackbridge.plugins", "ackbridge.transport", "asyncio")
+HEAVY = ("ackbridge.sync.connection", "ackbridge.aio.connection", "ackbridge.plugins", "ackbridge.transport.base",
+         "asyncio")
 
 
 def _loaded_after(statement: str) -> set[str]:
@@ -26,7 +27,7 @@ def _loaded_after(statement: str) -> set[str]:
 @pytest.mark.parametrize("statement", [
     "import ackbridge",
     "from ackbridge.errors import DataLossError",
-    "from ackbridge.offset_log import OffsetLog",
+    "from ackbridge.transport.offset_log import OffsetLog",
     pytest.param("import ackbridge_spark.datasource", marks=pytest.mark.spark),  # needs pyspark
 ])
 def test_a_leaf_import_loads_no_client(statement: str) -> None:
@@ -43,10 +44,10 @@ def test_every_exported_name_resolves_to_its_module() -> None:
 
 
 def test_connect_stays_the_function_after_its_module_is_imported() -> None:
-    loaded = _loaded_after("import ackbridge, ackbridge.connect, ackbridge.client\n"
+    loaded = _loaded_after("import ackbridge, ackbridge.connect, ackbridge.sync.connection\n"
                            "assert callable(ackbridge.connect), ackbridge.connect\n"
-                           "assert ackbridge.Connection is ackbridge.client.Connection")
-    assert "ackbridge.client" in loaded
+                           "assert ackbridge.Connection is ackbridge.sync.connection.Connection")
+    assert "ackbridge.sync.connection" in loaded
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from ackbridge.capabilities import Capabilities, Verb, emulated, native
 from ackbridge.errors import AlreadySettledError, StaleDeliveryError
+from ackbridge.kernel.settlement import Ledger, State
 from ackbridge.messages import InboundMessage, WireSettle, WireVerb
-from ackbridge.settlement import Ledger, State
 
 
 def caps(*, multiple: bool = True, ordered: bool = False) -> Capabilities:

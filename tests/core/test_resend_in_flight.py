@@ -15,11 +15,11 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from ackbridge.aclient import AsyncConnection
+from ackbridge.aio.connection import AsyncConnection
 from ackbridge.capabilities import Capabilities, Verb, native
-from ackbridge.client import Connection
 from ackbridge.messages import CONFIRMED, ConfirmStatus, OutboundMessage, WireSettle, unknown
 from ackbridge.options import CONNECTION_OPTIONS, CORE_OPTIONS, resolve_options
+from ackbridge.sync.connection import Connection
 from ackbridge.transport import AsyncTransport, SyncTransport
 from ackbridge.urls import parse_url
 

@@ -11,7 +11,7 @@ import pytest
 
 import ackbridge
 from ackbridge.errors import DataLossError
-from ackbridge.guaranteed import PRODUCER_HEADER, SEQUENCE_HEADER, GapDetector
+from ackbridge.kernel.guaranteed import PRODUCER_HEADER, SEQUENCE_HEADER, GapDetector
 from ackbridge.messages import ConfirmStatus, InboundMessage
 from ackbridge.testing.faults import faults
 from tests.mqtt.harness import delete_session

@@ -1,5 +1,5 @@
 """The fault seam's holds on the loop-driven plugins (NATS, RabbitMQ streams), whose
-held work lives in the core's ``ackbridge.held_work``: held publishes and
+held work lives in the core's ``ackbridge.transport.held_work``: held publishes and
 settlements stay client-side (the broker holds nothing new, settles nothing),
 go out on release, and a cut ends held publishes as never sent (attempts 0)."""
 

@@ -12,7 +12,7 @@ import pytest
 
 import ackbridge
 from ackbridge.errors import InvalidOptionError
-from ackbridge.files import create_private_file, dir_mode_for, parse_mode, private_dir, write_private_bytes
+from ackbridge.transport.files import create_private_file, dir_mode_for, parse_mode, private_dir, write_private_bytes
 
 ACKBRIDGE = str(Path(sys.executable).with_name("ackbridge"))
 

@@ -95,7 +95,7 @@ def test_reconnect_false_stays_down(harness: MqttHarness) -> None:
     with ackbridge.connect(harness.url(reconnect="false"), protocol=harness.protocol) as conn:
         links = transport_of(conn).links()  # type: ignore[attr-defined]
         faults(conn).sever("test cut")
-        # The first reconnect would come after ackbridge.backoff.INITIAL_DELAY (0.1 s).
+        # The first reconnect would come after ackbridge.kernel.backoff.INITIAL_DELAY (0.1 s).
         time.sleep(1.0)
         assert not any(link.live for link in links)
         outcome = conn.publish(queue, b"while-down").result(timeout=10)

@@ -11,7 +11,7 @@ import pytest
 
 import ackbridge
 from ackbridge.errors import AuthenticationError, BrokerError, ConnectionLostError, InvalidOptionError
-from ackbridge.offset_log import OffsetLog, OffsetRange
+from ackbridge.transport.offset_log import OffsetLog, OffsetRange
 from ackbridge_rabbitmq_streams.offset_log import StreamOffsetLog
 from tests.rabbitmq_streams.streams import URL, StreamAdmin
 

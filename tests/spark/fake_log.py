@@ -14,8 +14,8 @@ import pluggy
 
 from ackbridge.errors import BrokerError, ConnectionLostError
 from ackbridge.messages import InboundMessage
-from ackbridge.offset_log import LogRecord, OffsetLog, OffsetRange, options_of
 from ackbridge.plugins import registry
+from ackbridge.transport.offset_log import LogRecord, OffsetLog, OffsetRange, options_of
 from ackbridge.urls import BrokerURL
 
 SCHEME = "fakelog"

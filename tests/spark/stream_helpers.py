@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ackbridge.offset_log import open_offset_log
+from ackbridge.transport.offset_log import open_offset_log
 
 from .helpers import eventually
 

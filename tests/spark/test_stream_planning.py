@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from ackbridge.errors import DataLossError, InvalidOptionError
-from ackbridge.offset_log import OffsetRange
+from ackbridge.transport.offset_log import OffsetRange
 from ackbridge_spark.log_options import parse_log, refuse_log_only
 from ackbridge_spark.log_reader import LogSplit, close_worker_logs
 from ackbridge_spark.log_source import LogStreamReader

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ackbridge.capabilities import Capabilities, ConfirmDurability, Durability, Verb, emulated, native, unsupported
-from ackbridge.generations import check_ops
 from ackbridge.hookspecs import hookimpl
+from ackbridge.kernel.generations import check_ops
 from ackbridge.messages import CONFIRMED, InboundMessage, OutboundMessage, WireSettle, WireVerb
 from ackbridge.plugins import AdapterSpec
 from ackbridge.transport import SyncTransport, TransportEvents

@@ -11,7 +11,7 @@ from proton import Message, MessageException
 
 from ackbridge.errors import InvalidOptionError
 from ackbridge.messages import InboundMessage, OutboundMessage
-from ackbridge.text import forbidden_character
+from ackbridge.transport.text import forbidden_character
 from ackbridge_amqp10.peer_text import bytes_text, c_text, read_body, read_data
 
 

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from proton import Condition, Delivery, Endpoint
 
-from ackbridge.backoff import Backoff
 from ackbridge.capabilities import Verb
+from ackbridge.kernel.backoff import Backoff
 from ackbridge.messages import WireSettle, WireVerb
 from ackbridge_amqp10 import codec
 from ackbridge_amqp10.links import close_link, reply_address, session

@@ -19,7 +19,7 @@ from proton import Delivery
 
 from ackbridge.errors import ConnectionLostError, InvalidOptionError
 from ackbridge.messages import CONFIRMED, ConfirmOutcome, OutboundMessage, refused, unknown, unsent
-from ackbridge.text import CheckedOnce
+from ackbridge.transport.text import CheckedOnce
 from ackbridge_amqp10 import codec
 from ackbridge_amqp10.links import close_link, session
 from ackbridge_amqp10.peer_text import disposition_condition

@@ -15,7 +15,7 @@ container thread. State marked "container thread" below is read and written
 there only.
 
 Settlement: ``settle`` checks the generation on the caller's thread
-(:func:`ackbridge.generations.check_ops`) and again on the container thread,
+(:func:`ackbridge.kernel.generations.check_ops`) and again on the container thread,
 where the race with a connection loss is decided: an op whose generation
 ended in between is dropped, never applied (exactly as if its disposition had
 been lost with the connection; the broker redelivers). It does not wait for
@@ -34,7 +34,6 @@ from typing import Any
 
 from proton import Condition, Endpoint
 
-from ackbridge.backoff import Backoff
 from ackbridge.errors import (
     AccessDeniedError,
     AckbridgeError,
@@ -45,7 +44,8 @@ from ackbridge.errors import (
     ConnectionLostError,
     UnsupportedVerbError,
 )
-from ackbridge.generations import check_ops, stale_error
+from ackbridge.kernel.backoff import Backoff
+from ackbridge.kernel.generations import check_ops, stale_error
 from ackbridge.messages import OutboundMessage, WireSettle
 from ackbridge.transport import SyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL, redact

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 
-from ackbridge.files import write_private_bytes
+from ackbridge.transport.files import write_private_bytes
 from ackbridge_local.errors import DamagedFileError
 
 MARKER_SUFFIX = ".ackbridge-id"

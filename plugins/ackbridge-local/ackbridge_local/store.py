@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from ackbridge.files import PRIVATE_FILE, create_private_file, dir_mode_for, private_dir
+from ackbridge.transport.files import PRIVATE_FILE, create_private_file, dir_mode_for, private_dir
 from ackbridge_local import identity
 from ackbridge_local.errors import OwnerGone, mapped
 

@@ -35,11 +35,11 @@ from ackbridge.capabilities import (
     native,
 )
 from ackbridge.errors import AckbridgeError, BrokerError, ConnectionLostError, InvalidURLError
-from ackbridge.files import parse_mode
-from ackbridge.generations import check_ops, lease_lost
+from ackbridge.kernel.generations import check_ops, lease_lost
 from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, refused, unknown, unsent
 from ackbridge.options import OptionSpec, positive_int
 from ackbridge.transport import SyncTransport, TransportEvents
+from ackbridge.transport.files import parse_mode
 from ackbridge.urls import BrokerURL
 from ackbridge_local import codec, workers
 from ackbridge_local.errors import DamagedFileError

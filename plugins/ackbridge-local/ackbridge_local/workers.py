@@ -15,8 +15,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ackbridge.backoff import Backoff
 from ackbridge.errors import AckbridgeError, BrokerError, ConnectionLostError
+from ackbridge.kernel.backoff import Backoff
 from ackbridge.messages import CONFIRMED, InboundMessage, refused
 from ackbridge_local import codec
 from ackbridge_local.errors import DamagedFileError, OwnerGone

@@ -15,9 +15,9 @@ from typing import Any
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from ackbridge import header_text
 from ackbridge.errors import InvalidOptionError
-from ackbridge.text import forbidden_character
+from ackbridge.transport import header_text
+from ackbridge.transport.text import forbidden_character
 
 TYPES_KEY = "ackbridge-types"
 MESSAGE_ID_KEY = "ackbridge-message-id"

@@ -36,8 +36,8 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from ackbridge import backoff
 from ackbridge.errors import BrokerError, ConnectionLostError
+from ackbridge.kernel import backoff
 from ackbridge.messages import CONFIRMED, ConfirmOutcome, InboundMessage, WireSettle, WireVerb, refused, unknown
 from ackbridge.transport import TransportEvents
 from ackbridge.urls import BrokerURL
@@ -130,7 +130,7 @@ class Link:
         c.max_inflight_messages_set(settings.publish_inflight)
         # paho's own loop reconnects (reconnect_on_failure above = the `reconnect` option):
         # it doubles the wait from min_delay to max_delay and resets it after a CONNACK,
-        # the schedule of ackbridge.backoff, so it gets the core's first delay and the
+        # the schedule of ackbridge.kernel.backoff, so it gets the core's first delay and the
         # `reconnect_max_delay` option (paho adds no jitter).
         c.reconnect_delay_set(backoff.INITIAL_DELAY, connection.reconnect_max_delay)  # type: ignore[arg-type]
         url = owner.url

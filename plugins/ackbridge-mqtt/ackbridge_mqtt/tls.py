@@ -20,8 +20,11 @@ from ackbridge.errors import (
     InvalidOptionError,
 )
 from ackbridge.options import ConnectionSettings
-from ackbridge.tls import TLSVerificationError
+from ackbridge.transport.tls import TLSVerificationError
 from ackbridge.urls import BrokerURL
+
+# TLSVerificationError is re-exported: ackbridge_mqtt.transport exposes it to the plugin's users.
+__all__ = ["TLSVerificationError", "configure_tls", "connect_error", "refused_connect"]
 
 log = logging.getLogger("ackbridge.mqtt")
 

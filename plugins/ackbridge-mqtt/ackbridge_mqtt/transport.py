@@ -21,7 +21,7 @@ from paho.mqtt.enums import MQTTErrorCode
 
 from ackbridge.capabilities import Capabilities, Verb
 from ackbridge.errors import BrokerError, ConnectionLostError, InvalidOptionError
-from ackbridge.generations import check_generation, check_ops, stale_error
+from ackbridge.kernel.generations import check_generation, check_ops, stale_error
 from ackbridge.messages import (
     ConfirmOutcome,
     OutboundMessage,
@@ -32,8 +32,8 @@ from ackbridge.messages import (
     unknown,
     unsent,
 )
-from ackbridge.text import CheckedOnce
 from ackbridge.transport import SyncTransport, TransportEvents
+from ackbridge.transport.text import CheckedOnce
 from ackbridge.urls import BrokerURL
 from ackbridge_mqtt import codec, limits
 from ackbridge_mqtt.capabilities import CAPABILITIES_V5, CAPABILITIES_V311

@@ -21,11 +21,11 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from ackbridge.errors import InvalidOptionError
-from ackbridge.generations import check_ops, stale_error
-from ackbridge.held_work import HeldWork
-from ackbridge.loop_thread import call_on_loop
+from ackbridge.kernel.generations import check_ops, stale_error
 from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, refused, unknown
 from ackbridge.transport import AsyncTransport, TransportEvents
+from ackbridge.transport.held_work import HeldWork
+from ackbridge.transport.loop_thread import call_on_loop
 from ackbridge.urls import BrokerURL
 from ackbridge_nats import codec, queues
 from ackbridge_nats.capabilities import CAPABILITIES
@@ -197,7 +197,7 @@ class NatsAsyncTransport(AsyncTransport):
         for sub in touched.values():
             await sub.top_up()
 
-    # ---- connection-free acks (the core checked verb and repeats: ackbridge.handles) ----------
+    # ---- connection-free acks (the core checked verb and repeats: ackbridge.engine.handles) ----------
     async def settle_handles_async(self, handles: Sequence[str], verb: WireVerb) -> None:
         for handle in handles:
             if not handle.startswith(codec.ACK_PREFIX):

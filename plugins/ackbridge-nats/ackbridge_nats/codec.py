@@ -18,9 +18,9 @@ from typing import Any
 
 from nats.aio.msg import Msg
 
-from ackbridge import header_text
 from ackbridge.errors import InvalidOptionError
 from ackbridge.messages import InboundMessage, OutboundMessage
+from ackbridge.transport import header_text
 
 MSG_ID = "Nats-Msg-Id"
 TYPES = "Ackbridge-Types"

@@ -2,7 +2,7 @@
 
 nats-py's own reconnect is switched off (``allow_reconnect=False``): on a
 loss this class ends the generation, reports it, and opens a *new* client
-with the core's :class:`~ackbridge.backoff.Backoff` between attempts. A new
+with the core's :class:`~ackbridge.kernel.backoff.Backoff` between attempts. A new
 client means new inboxes, so nothing of the old generation (pull requests,
 publish replies) can reach the new one.
 """
@@ -20,9 +20,9 @@ from typing import Any
 import nats.errors
 from nats.aio.client import Client
 
-from ackbridge.backoff import Backoff
 from ackbridge.errors import AckbridgeError, AuthenticationError, BrokerUnreachableError, ConnectionLostError
-from ackbridge.tls import describe_tls_error
+from ackbridge.kernel.backoff import Backoff
+from ackbridge.transport.tls import describe_tls_error
 from ackbridge.urls import BrokerURL
 from ackbridge_nats.options import NatsSettings
 

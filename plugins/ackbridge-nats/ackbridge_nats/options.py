@@ -14,7 +14,7 @@ from typing import Any
 
 from ackbridge.errors import InvalidURLError
 from ackbridge.options import ConnectionSettings, OptionSpec, non_negative_float, positive_int
-from ackbridge.tls import tls_context
+from ackbridge.transport.tls import tls_context
 from ackbridge.urls import BrokerURL
 from ackbridge_nats.naming import DEFAULT_DEAD_LETTER_SUBJECT, DEFAULT_DURABLE, check_durable
 

@@ -5,7 +5,7 @@ one :class:`~ackbridge_rabbitmq_streams.consuming.StreamConsumer` per
 subscription and one :class:`~ackbridge_rabbitmq_streams.publishing.StreamPublishers`.
 rstream's own recovery is not used: on a loss this transport ends the
 generation (pending confirms unknown), opens a new connection with the core's
-:class:`~ackbridge.backoff.Backoff` between attempts, and subscribes each
+:class:`~ackbridge.kernel.backoff.Backoff` between attempts, and subscribes each
 consumer again after its stored offset.
 """
 
@@ -22,13 +22,13 @@ from typing import Any
 from rstream import exceptions as rx
 from rstream.client import Client
 
-from ackbridge.backoff import Backoff
 from ackbridge.errors import AckbridgeError, ConnectionLostError
-from ackbridge.generations import check_ops
-from ackbridge.held_work import HeldWork
-from ackbridge.loop_thread import call_on_loop
+from ackbridge.kernel.backoff import Backoff
+from ackbridge.kernel.generations import check_ops
 from ackbridge.messages import OutboundMessage, WireSettle
 from ackbridge.transport import AsyncTransport, TransportEvents
+from ackbridge.transport.held_work import HeldWork
+from ackbridge.transport.loop_thread import call_on_loop
 from ackbridge.urls import BrokerURL
 from ackbridge_rabbitmq_streams import codec
 from ackbridge_rabbitmq_streams.capabilities import CAPABILITIES

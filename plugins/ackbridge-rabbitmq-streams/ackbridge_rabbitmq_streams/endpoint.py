@@ -14,7 +14,7 @@ from urllib.parse import unquote
 
 from ackbridge.errors import InvalidURLError
 from ackbridge.options import ConnectionSettings
-from ackbridge.tls import tls_context
+from ackbridge.transport.tls import tls_context
 from ackbridge.urls import BrokerURL, Secret
 from ackbridge_rabbitmq_streams.naming import name_ok
 

@@ -22,7 +22,7 @@ from ackbridge.errors import (
     BrokerUnreachableError,
     ConnectionLostError,
 )
-from ackbridge.tls import describe_tls_error
+from ackbridge.transport.tls import describe_tls_error
 from ackbridge.urls import BrokerURL, redact
 
 

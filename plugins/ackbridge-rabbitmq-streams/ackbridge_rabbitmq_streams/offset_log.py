@@ -1,6 +1,6 @@
 """The offset log of RabbitMQ streams: bounds, exact range reads, stored offsets.
 
-A blocking :class:`~ackbridge.offset_log.OffsetLog` over rstream, on one
+A blocking :class:`~ackbridge.transport.offset_log.OffsetLog` over rstream, on one
 stream connection driven by an event loop of its own thread. What it relies
 on, each checked against RabbitMQ 3.10 by ``tests/rabbitmq_streams``:
 
@@ -30,8 +30,8 @@ from rstream import exceptions as rx
 from rstream.client import Client
 
 from ackbridge.errors import AckbridgeError, BrokerError, ConnectionLostError, InvalidOptionError
-from ackbridge.offset_log import LogRecord, OffsetLog, OffsetRange
 from ackbridge.options import CONNECTION_OPTIONS, ConnectionSettings, OptionSpec, resolve_options
+from ackbridge.transport.offset_log import LogRecord, OffsetLog, OffsetRange
 from ackbridge.urls import BrokerURL
 from ackbridge_rabbitmq_streams import codec
 from ackbridge_rabbitmq_streams.chunks import ChunkSubscription, SubscriptionIds, chunk_end, edge_chunk, records

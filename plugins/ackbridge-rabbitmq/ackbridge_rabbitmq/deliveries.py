@@ -61,6 +61,8 @@ class DecodingConnection(CoalescingConnection):
 
     #: Deliveries taken by the short path (for tests).
     short_path_deliveries = 0
+    #: pika's unread input (set by its ``_init_connection_state``; pika ships no types).
+    _frame_buffer: bytes
 
     def _proto_connection_made(self, transport: Any) -> None:
         # An instance attribute overrides the transport class's 4096 for this stream only.

@@ -22,7 +22,7 @@ import pika.exceptions as pe
 from pika.channel import Channel
 
 from ackbridge.errors import ConnectionLostError, StaleDeliveryError
-from ackbridge.generations import check_ops, stale_error
+from ackbridge.kernel.generations import check_ops, stale_error
 from ackbridge.messages import WireSettle, WireVerb
 from ackbridge_rabbitmq import common
 from ackbridge_rabbitmq.errors import channel_error
@@ -83,7 +83,12 @@ class Subscriptions:
             if ch is None or not ch.is_open:
                 fut.set_result(None)
                 return
-            ch.add_on_close_callback(lambda c, r: fut.done() or fut.set_result(None))
+
+            def closed(_channel: object, _reason: object) -> None:
+                if not fut.done():
+                    fut.set_result(None)
+
+            ch.add_on_close_callback(closed)
             ch.close()  # cancels the consumer; unacked deliveries return to the queue
 
         self.transport.submit(stop, f"unsubscribe {subscription!r}", timeout=10)

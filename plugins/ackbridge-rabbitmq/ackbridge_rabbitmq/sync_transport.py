@@ -27,9 +27,9 @@ from typing import Any
 import pika
 from pika.channel import Channel
 
-from ackbridge.backoff import Backoff
 from ackbridge.capabilities import CANNOT_TELL, DeadLetter, DeadLetterTarget
 from ackbridge.errors import AckbridgeError, BrokerError, ConnectionLostError
+from ackbridge.kernel.backoff import Backoff
 from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle
 from ackbridge.transport import SyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL
@@ -128,7 +128,7 @@ class RabbitSyncTransport(SyncTransport):
             from ackbridge_rabbitmq.deliveries import DecodingConnection
 
             return DecodingConnection
-        return pika.SelectConnection
+        return pika.SelectConnection  # type: ignore[no-any-return]  # pika ships no types: its classes are Any
 
     def _connect(self, fut: Fut[None]) -> None:
         def opened(conn: pika.SelectConnection) -> None:

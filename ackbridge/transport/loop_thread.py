@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Protocol
 
 from ackbridge.capabilities import CANNOT_TELL, DeadLetterTarget
 from ackbridge.errors import ConnectionLostError, StaleDeliveryError
-from ackbridge.generations import check_ops
+from ackbridge.kernel.generations import check_ops
 from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, unsent
 from ackbridge.transport import AsyncTransport, ForwardedFaults, SyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL, redact

@@ -1,7 +1,7 @@
 """Guaranteed publishing, duplicate detection and loss detection: the I/O-free rules.
 
-Written once for both faces (:mod:`ackbridge.sync_publisher`,
-:mod:`ackbridge.async_publisher` and the consumers), in the spirit of Solace's
+Written once for both faces (:mod:`ackbridge.sync.publisher`,
+:mod:`ackbridge.aio.publisher` and the consumers), in the spirit of Solace's
 guaranteed messaging (seed 003):
 
 * **retransmission** (``publisher(retransmit=True)``): a publish whose outcome

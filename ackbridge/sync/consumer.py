@@ -1,4 +1,4 @@
-"""The sync face's consumer and its deliveries (see :mod:`ackbridge.client`)."""
+"""The sync face's consumer and its deliveries (see :mod:`ackbridge.sync.connection`)."""
 
 from __future__ import annotations
 
@@ -10,18 +10,18 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ackbridge import contract, handles
-from ackbridge._base import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed, settle_failed
-from ackbridge.engine import BatchResult
+from ackbridge import contract
+from ackbridge.engine import handles
+from ackbridge.engine.consumer import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed, settle_failed
 from ackbridge.errors import AckbridgeError, ConfigurationError
-from ackbridge.guaranteed import ConsumerGuard
-from ackbridge.interruptions import DRAIN_S, interrupted
+from ackbridge.kernel.guaranteed import ConsumerGuard
+from ackbridge.kernel.interruptions import DRAIN_S, interrupted
+from ackbridge.kernel.settlement import BatchResult, Ledger, Record
 from ackbridge.messages import InboundMessage, WireSettle, WireVerb
-from ackbridge.settlement import Ledger, Record
 
 if TYPE_CHECKING:
-    from ackbridge.client import Connection
-    from ackbridge.sync_publisher import Confirm
+    from ackbridge.sync.connection import Connection
+    from ackbridge.sync.publisher import Confirm
 
 log = logging.getLogger("ackbridge")
 

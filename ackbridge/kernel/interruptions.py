@@ -17,22 +17,36 @@ never acked.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ackbridge.capabilities import Capabilities, Level, Verb
 from ackbridge.messages import WireVerb
 from ackbridge.observability.logs import delivery_fields
 
-if TYPE_CHECKING:
-    from ackbridge._base import DeliveryBase
-
 log = logging.getLogger("ackbridge")
+
+
+class HeldDelivery(Protocol):
+    """What this rule reads of a delivery (both faces' deliveries have it)."""
+
+    @property
+    def settled(self) -> bool: ...
+    @property
+    def stale(self) -> bool: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def message_id(self) -> str | None: ...
+    @property
+    def broker(self) -> str: ...
+    @property
+    def generation(self) -> int: ...
 
 #: The longest ``close()`` waits for a handler to finish the delivery it holds.
 DRAIN_S = 30.0
 
 
-def interrupted(capabilities: Capabilities, delivery: DeliveryBase) -> WireVerb | None:
+def interrupted(capabilities: Capabilities, delivery: HeldDelivery) -> WireVerb | None:
     """What to do with *delivery* when its work was interrupted (call from the
     ``except BaseException`` after ``except Exception``): requeue where that is
     native, else None (leave it unsettled). Logs what was done."""

@@ -35,10 +35,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from ackbridge.capabilities import Capabilities, Level, Verb
-from ackbridge.engine import BatchResult
 from ackbridge.errors import InvalidOptionError, SettlementError, UnsupportedVerbError
+from ackbridge.kernel.settlement import BatchResult, Ledger, State
 from ackbridge.messages import InboundMessage, WireSettle, WireVerb
-from ackbridge.settlement import Ledger, State
 
 __all__ = ["handle_of", "plan_settle", "release_untaken"]
 

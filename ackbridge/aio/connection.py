@@ -1,6 +1,6 @@
-"""The asyncio twin of :mod:`ackbridge.client`: same classes, same method names.
+"""The asyncio twin of :mod:`ackbridge.sync.connection`: same classes, same method names.
 
-Transport events may come from any thread; :mod:`ackbridge.loop_handoff` moves
+Transport events may come from any thread; :mod:`ackbridge.aio.handoff` moves
 them onto the event loop before they touch any state here.
 """
 
@@ -10,18 +10,20 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any, Unpack
 
-from ackbridge import contract, engine
-from ackbridge import handles as handles_mod
-from ackbridge import labels as labels_mod
-from ackbridge._base import ConnectionBase, DeliveryBase
-from ackbridge.async_consumer import AsyncConsumer, AsyncDelivery, AsyncHandler
-from ackbridge.async_publisher import AsyncConfirm, AsyncPublisher, _AsyncAckWaiter
+from ackbridge import contract
+from ackbridge.aio.consumer import AsyncConsumer, AsyncDelivery, AsyncHandler
+from ackbridge.aio.handoff import LoopEvents, LoopHandoff
+from ackbridge.aio.publisher import AsyncConfirm, AsyncPublisher, _AsyncAckWaiter
 from ackbridge.capabilities import Topology
-from ackbridge.engine import BatchResult
+from ackbridge.engine import handles as handles_mod
+from ackbridge.engine import plans
+from ackbridge.engine.connection import ConnectionBase, persisted_ack
+from ackbridge.engine.consumer import DeliveryBase
 from ackbridge.errors import AckbridgeError
+from ackbridge.kernel import labels as labels_mod
+from ackbridge.kernel.labels import LabelAck
+from ackbridge.kernel.settlement import BatchResult
 from ackbridge.keywords import ConsumeOptions, PublisherOptions, PublishOptions
-from ackbridge.labels import LabelAck
-from ackbridge.loop_handoff import LoopEvents, LoopHandoff
 from ackbridge.messages import QueueInfo, WireVerb
 from ackbridge.transport import AsyncTransport
 from ackbridge.urls import BrokerURL
@@ -99,7 +101,7 @@ class AsyncConnection(ConnectionBase[AsyncTransport, AsyncConsumer, AsyncPublish
         return consumer
 
     def publisher(self, **options: Unpack[PublisherOptions]) -> AsyncPublisher:
-        return AsyncPublisher(self, *engine.plan_publisher(self._options, options))
+        return AsyncPublisher(self, *plans.plan_publisher(self._options, options))
 
     async def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> AsyncConfirm:
         if self._default_publisher is None:
@@ -118,6 +120,17 @@ class AsyncConnection(ConnectionBase[AsyncTransport, AsyncConsumer, AsyncPublish
         return result
 
     # ---- internals ------------------------------------------------------------
+    def _ask_dead_letter(self, source: str) -> None:
+        self._spawn(self._ask_dead_letter_async(source))
+
+    async def _ask_dead_letter_async(self, source: str) -> None:
+        try:
+            target = await self._transport.dead_letter_target_async(source)
+        except Exception as exc:  # a plugin's check must never stop consume()
+            self._dead_letter_untold(source, exc)
+            return
+        self._learned_dead_letter(source, target)
+
     def _spawn(self, coro: Any) -> None:
         task = self._loop.create_task(coro)
         self._tasks.add(task)
@@ -140,7 +153,7 @@ class AsyncConnection(ConnectionBase[AsyncTransport, AsyncConsumer, AsyncPublish
                  confirm: AsyncConfirm) -> _AsyncAckWaiter:
         collector = self._acks.open(self.capabilities, correlation_id, labels, timeout)
         if labels_mod.BROKER_PERSISTED in labels:
-            confirm.add_done_callback(lambda c: self._add_ack(correlation_id, engine.persisted_ack(c.outcome)))
+            confirm.add_done_callback(lambda c: self._add_ack(correlation_id, persisted_ack(c.outcome)))
         return _AsyncAckWaiter(collector, self._collect_changed)
 
     def _add_ack(self, correlation_id: str, ack: LabelAck) -> None:

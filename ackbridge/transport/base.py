@@ -29,7 +29,7 @@ Contract, in short:
   publish of that generation as unknown through ``events.confirm``.
 * ``settle`` must never apply an op whose generation is not the current one.
   The core checks first; where the race with a loss is decided inside the
-  transport it re-checks with :func:`ackbridge.generations.check_ops` (the
+  transport it re-checks with :func:`ackbridge.kernel.generations.check_ops` (the
   only place :class:`~ackbridge.errors.StaleDeliveryError` is raised).
 * Each subscription has its own tag space (e.g. its own AMQP channel), so a
   ``multiple`` ack never touches another subscription's deliveries.
@@ -46,7 +46,7 @@ Contract, in short:
 * ``settle_handles(handles, verb)`` (connection-free acks only) puts one
   settlement per handle on the wire and returns once they are flushed to the
   broker; the core has checked the verb and removed repeats
-  (:mod:`ackbridge.handles`). ``leave_unsettled()`` makes the following
+  (:mod:`ackbridge.engine.handles`). ``leave_unsettled()`` makes the following
   unsubscribes and close leave every delivery the application took to the
   broker (no release): another connection settles them by handle, or the
   broker redelivers them after its own timeout.
@@ -58,7 +58,7 @@ Contract, in short:
   may ask the broker once (cheaply: no management API); it must not raise
   for a queue it cannot check (answer cannot tell).
 * Reconnecting transports wait between attempts with
-  :class:`ackbridge.backoff.Backoff`; shared connection options arrive
+  :class:`ackbridge.kernel.backoff.Backoff`; shared connection options arrive
   resolved (:class:`ackbridge.options.ConnectionSettings`).
 """
 

@@ -1,4 +1,4 @@
-"""The sync face's publisher and its confirms (see :mod:`ackbridge.client`)."""
+"""The sync face's publisher and its confirms (see :mod:`ackbridge.sync.connection`)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Unpack
 
-from ackbridge import contract, engine
+from ackbridge import contract
+from ackbridge.engine import plans
+from ackbridge.engine.publisher import ConfirmBase, PublisherBase, build_message, left_to_wait, wait_limit
 from ackbridge.errors import AckbridgeError
+from ackbridge.kernel.labels import AckCollector, AggregatedAcks
 from ackbridge.keywords import PublishOptions
-from ackbridge.labels import AckCollector, AggregatedAcks
 from ackbridge.messages import ConfirmOutcome, OutboundMessage, unsent
-from ackbridge.publishing import ConfirmBase, PublisherBase, build_message
 
 if TYPE_CHECKING:
-    from ackbridge.client import Connection
+    from ackbridge.sync.connection import Connection
 
 
 class Confirm(ConfirmBase, contract.Confirm):
@@ -69,9 +70,9 @@ class _AckWaiter:
         self.cond = cond
 
     def wait(self, timeout: float | None) -> AggregatedAcks:
-        limit = engine.wait_limit(self.collector.deadline, timeout)
+        limit = wait_limit(self.collector.deadline, timeout)
         with self.cond:
-            while (left := engine.left_to_wait(self.collector, limit)) is not None:
+            while (left := left_to_wait(self.collector, limit)) is not None:
                 self.cond.wait(left)
         return self.collector.result()
 
@@ -101,7 +102,7 @@ class Publisher(PublisherBase, contract.Publisher):
     def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> Confirm:
         conn = self._connection
         labels = self._labels(options) if options and "requested_acks" in options else None
-        inbox = conn._inbox() if labels is not None and engine.needs_inbox(labels) else None
+        inbox = conn._inbox() if labels is not None and plans.needs_inbox(labels) else None
         msg, attempts = build_message(body, options, labels, inbox), None
         if self._guarantee is not None:
             msg, attempts = self._guaranteed(destination, msg)

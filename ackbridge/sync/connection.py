@@ -10,18 +10,20 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Unpack
 
-from ackbridge import contract, engine
-from ackbridge import handles as handles_mod
-from ackbridge import labels as labels_mod
-from ackbridge._base import ConnectionBase, DeliveryBase
+from ackbridge import contract
 from ackbridge.capabilities import Topology
-from ackbridge.engine import BatchResult
+from ackbridge.engine import handles as handles_mod
+from ackbridge.engine import plans
+from ackbridge.engine.connection import ConnectionBase, persisted_ack
+from ackbridge.engine.consumer import DeliveryBase
 from ackbridge.errors import AckbridgeError
+from ackbridge.kernel import labels as labels_mod
+from ackbridge.kernel.labels import LabelAck
+from ackbridge.kernel.settlement import BatchResult
 from ackbridge.keywords import ConsumeOptions, PublisherOptions, PublishOptions
-from ackbridge.labels import LabelAck
 from ackbridge.messages import QueueInfo, WireVerb
-from ackbridge.sync_consumer import Consumer, Delivery, Handler
-from ackbridge.sync_publisher import Confirm, Publisher, _AckWaiter
+from ackbridge.sync.consumer import Consumer, Delivery, Handler
+from ackbridge.sync.publisher import Confirm, Publisher, _AckWaiter
 from ackbridge.transport import SyncTransport
 from ackbridge.urls import BrokerURL
 
@@ -96,7 +98,7 @@ class Connection(ConnectionBase[SyncTransport, Consumer, Publisher], contract.Co
         return consumer
 
     def publisher(self, **options: Unpack[PublisherOptions]) -> Publisher:
-        return Publisher(self, *engine.plan_publisher(self._options, options))
+        return Publisher(self, *plans.plan_publisher(self._options, options))
 
     def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> Confirm:
         if self._default_publisher is None:
@@ -134,8 +136,16 @@ class Connection(ConnectionBase[SyncTransport, Consumer, Publisher], contract.Co
         with self._collect_cond:
             collector = self._acks.open(self.capabilities, correlation_id, labels, timeout)
         if labels_mod.BROKER_PERSISTED in labels:
-            confirm.add_done_callback(lambda c: self._add_ack(correlation_id, engine.persisted_ack(c.outcome)))
+            confirm.add_done_callback(lambda c: self._add_ack(correlation_id, persisted_ack(c.outcome)))
         return _AckWaiter(collector, self._collect_cond)
+
+    def _ask_dead_letter(self, source: str) -> None:
+        try:
+            target = self._transport.dead_letter_target(source)
+        except Exception as exc:  # a plugin's check must never stop consume()
+            self._dead_letter_untold(source, exc)
+            return
+        self._learned_dead_letter(source, target)
 
     def _add_ack(self, correlation_id: str, ack: LabelAck) -> None:
         with self._collect_cond:

@@ -2,8 +2,8 @@
 
 Checking a publish's arguments, building the message to send, the guaranteed-
 publishing decisions (stamp, send again, give up) and which confirms have
-expired live here once; :mod:`ackbridge.sync_publisher` and
-:mod:`ackbridge.async_publisher` keep only their locks, waits and awaits.
+expired live here once; :mod:`ackbridge.sync.publisher` and
+:mod:`ackbridge.aio.publisher` keep only their locks, waits and awaits.
 """
 
 from __future__ import annotations
@@ -15,15 +15,17 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ackbridge import contract, engine, guaranteed
-from ackbridge.backoff import Backoff
+from ackbridge import contract
+from ackbridge.engine import plans
 from ackbridge.errors import AckbridgeError, ConnectionLostError, InvalidLabelError, InvalidOptionError
+from ackbridge.kernel import guaranteed
+from ackbridge.kernel.backoff import Backoff
+from ackbridge.kernel.labels import BROKER_PERSISTED, REQUESTED_ACKS_HEADER, AckCollector
 from ackbridge.keywords import PublishOptions
-from ackbridge.labels import BROKER_PERSISTED, REQUESTED_ACKS_HEADER
-from ackbridge.messages import ConfirmOutcome, ConfirmStatus, OutboundMessage, unknown, unsent
+from ackbridge.messages import ConfirmOutcome, ConfirmStatus, OutboundMessage, refused, unknown, unsent
 
 if TYPE_CHECKING:
-    from ackbridge._base import ConnectionBase
+    from ackbridge.engine.connection import ConnectionBase
 
 _INT64 = (-(2**63), 2**63 - 1)
 _HEADER_SCALARS = (str, bytes, bool, int, float, type(None))
@@ -143,7 +145,7 @@ class ConfirmBase(contract.ConfirmView):
         return self._outcome
 
     def __repr__(self) -> str:
-        return engine.confirm_repr(self)
+        return confirm_repr(self)
 
     def _requested_acks(self) -> Any:
         """The labelled-ack waiter, for ``wait_acks``; InvalidLabelError when none was asked."""
@@ -195,7 +197,7 @@ class PublisherBase:
         requested = options.get("requested_acks")
         if requested is None:
             return None
-        return engine.check_requested(self._connection.capabilities, requested)
+        return plans.check_requested(self._connection.capabilities, requested)
 
     def _guaranteed(self, destination: str, message: OutboundMessage
                     ) -> tuple[OutboundMessage, guaranteed.Attempts | None]:
@@ -249,9 +251,9 @@ class PublisherBase:
         the caller of a first send, except for a lost connection (the outage rule of
         :mod:`ackbridge.errors`: publish does not raise, its confirm says unknown)."""
         if isinstance(exc, ConnectionLostError):
-            self._resolved(seq, engine.not_sent(exc))
+            self._resolved(seq, not_sent(exc))
             return
-        self._resolved(seq, engine.send_failed(exc, again))
+        self._resolved(seq, send_failed(exc, again))
         if not again:
             raise exc
 
@@ -330,7 +332,7 @@ class PublisherBase:
         for seq, confirm in [(s, c) for s, c in self._pending.items() if c._deadline <= now]:
             del self._pending[seq]
             self._connection._publishers.pop(seq, None)
-            done.append((confirm, unknown(engine.NO_ANSWER)))
+            done.append((confirm, unknown(NO_ANSWER)))
         return done
 
     def _oldest(self) -> Any:
@@ -338,3 +340,38 @@ class PublisherBase:
         if self._pending:
             return next(iter(self._pending.values()))
         return self._retry[0] if self._retry else self._resending[0]
+
+
+# ---- send failures, confirm waits ------------------------------------------------------
+NO_ANSWER = "no answer from the broker within confirm_timeout"
+
+
+def send_failed(exc: Exception, again: bool) -> ConfirmOutcome:
+    """The outcome of a publish the transport would not send (the connection is
+    not lost): unknown for a first send (the caller also gets the error), refused
+    for a retransmission (sending it yet again would fail the same way)."""
+    return refused(f"not sent again: {exc}") if again else unknown(str(exc))
+
+
+def not_sent(exc: Exception) -> ConfirmOutcome:
+    """The outcome of a publish made during an outage: unknown, nothing was sent."""
+    return unsent(f"not sent: {exc}")
+
+
+def confirm_repr(confirm: Any) -> str:
+    outcome = confirm.outcome
+    state = outcome.status.value if outcome else "pending"
+    return f"<{type(confirm).__name__} seq={confirm.seq} id={confirm.message_id!r} {state}>"
+
+
+def wait_limit(deadline: float, timeout: float | None) -> float:
+    """When a wait for labelled acks ends: the request's deadline, or *timeout* from now."""
+    return deadline if timeout is None else min(deadline, time.monotonic() + timeout)
+
+
+def left_to_wait(collector: AckCollector, limit: float) -> float | None:
+    """Seconds left to wait for *collector*; None once it is complete or *limit* passed."""
+    if collector.complete:
+        return None
+    left = limit - time.monotonic()
+    return left if left > 0 else None

@@ -1,4 +1,4 @@
-"""The asyncio face's publisher and its confirms (see :mod:`ackbridge.aclient`)."""
+"""The asyncio face's publisher and its confirms (see :mod:`ackbridge.aio.connection`)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,17 @@ import time
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Unpack
 
-from ackbridge import contract, engine, guaranteed
+from ackbridge import contract
+from ackbridge.engine import plans
+from ackbridge.engine.publisher import NO_ANSWER, ConfirmBase, PublisherBase, build_message, left_to_wait, wait_limit
 from ackbridge.errors import AckbridgeError
+from ackbridge.kernel import guaranteed
+from ackbridge.kernel.labels import AckCollector, AggregatedAcks
 from ackbridge.keywords import PublishOptions
-from ackbridge.labels import AckCollector, AggregatedAcks
 from ackbridge.messages import ConfirmOutcome, OutboundMessage, unknown, unsent
-from ackbridge.publishing import ConfirmBase, PublisherBase, build_message
 
 if TYPE_CHECKING:
-    from ackbridge.aclient import AsyncConnection
+    from ackbridge.aio.connection import AsyncConnection
 
 
 class AsyncConfirm(ConfirmBase, contract.AsyncConfirm):
@@ -60,7 +62,7 @@ class AsyncConfirm(ConfirmBase, contract.AsyncConfirm):
                     if self._publisher is not None:
                         self._publisher._expire()  # a guaranteed publish may go again
                     else:
-                        self._resolve(unknown(engine.NO_ANSWER))
+                        self._resolve(unknown(NO_ANSWER))
                     if self._future.done():
                         return self._future.result()
                     continue
@@ -77,9 +79,9 @@ class _AsyncAckWaiter:
         self.changed = changed
 
     async def wait(self, timeout: float | None) -> AggregatedAcks:
-        limit = engine.wait_limit(self.collector.deadline, timeout)
+        limit = wait_limit(self.collector.deadline, timeout)
         async with self.changed:
-            while (left := engine.left_to_wait(self.collector, limit)) is not None:
+            while (left := left_to_wait(self.collector, limit)) is not None:
                 try:
                     await asyncio.wait_for(self.changed.wait(), left)
                 except TimeoutError:
@@ -99,7 +101,7 @@ class AsyncPublisher(PublisherBase, contract.AsyncPublisher):
     async def publish(self, destination: str, body: bytes, **options: Unpack[PublishOptions]) -> AsyncConfirm:
         conn = self._connection
         labels = self._labels(options) if options and "requested_acks" in options else None
-        inbox = await conn._inbox() if labels is not None and engine.needs_inbox(labels) else None
+        inbox = await conn._inbox() if labels is not None and plans.needs_inbox(labels) else None
         msg, attempts = build_message(body, options, labels, inbox), None
         if self._guarantee is not None:
             msg, attempts = self._guaranteed(destination, msg)

@@ -1,4 +1,4 @@
-"""The asyncio face's consumer and its deliveries (see :mod:`ackbridge.aclient`)."""
+"""The asyncio face's consumer and its deliveries (see :mod:`ackbridge.aio.connection`)."""
 
 from __future__ import annotations
 
@@ -11,18 +11,18 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ackbridge import contract, handles
-from ackbridge._base import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed, settle_failed
-from ackbridge.engine import BatchResult
+from ackbridge import contract
+from ackbridge.engine import handles
+from ackbridge.engine.consumer import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed, settle_failed
 from ackbridge.errors import AckbridgeError, ConfigurationError
-from ackbridge.guaranteed import ConsumerGuard
-from ackbridge.interruptions import DRAIN_S, interrupted
+from ackbridge.kernel.guaranteed import ConsumerGuard
+from ackbridge.kernel.interruptions import DRAIN_S, interrupted
+from ackbridge.kernel.settlement import BatchResult, Ledger
 from ackbridge.messages import InboundMessage, WireSettle, WireVerb
-from ackbridge.settlement import Ledger
 
 if TYPE_CHECKING:
-    from ackbridge.aclient import AsyncConnection
-    from ackbridge.async_publisher import AsyncConfirm
+    from ackbridge.aio.connection import AsyncConnection
+    from ackbridge.aio.publisher import AsyncConfirm
 
 log = logging.getLogger("ackbridge")
 

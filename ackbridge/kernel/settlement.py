@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from ackbridge.capabilities import Capabilities, Level, Verb
 from ackbridge.errors import AlreadySettledError
-from ackbridge.generations import closed_error, stale_error
+from ackbridge.kernel.generations import closed_error, stale_error
 from ackbridge.messages import InboundMessage, WireSettle, WireVerb
 
 if TYPE_CHECKING:
@@ -336,3 +336,13 @@ class Ledger:
             _STATE_VERB[record.state], message.wire_tag, message.generation,
             self.subscription, multiple, message,
         )
+
+
+@dataclass
+class BatchResult:
+    """What :meth:`Consumer.settle_batch` did."""
+
+    settled: int = 0
+    #: Refused before anything was sent: stale (the broker redelivers) or settled before.
+    refused: int = 0
+    cumulative: bool = False

@@ -3,7 +3,7 @@
 A transport reports events from whichever thread it runs (pika's, paho's,
 proton's, or the loop itself). The async face's state may only be touched on
 its loop, so :class:`LoopEvents` hands each event to the
-:class:`~ackbridge._base.EventRouter` through a :class:`LoopHandoff`.
+:class:`~ackbridge.engine.connection.EventRouter` through a :class:`LoopHandoff`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ackbridge.errors import AckbridgeError
 from ackbridge.messages import ConfirmOutcome, InboundMessage
 
 if TYPE_CHECKING:
-    from ackbridge._base import EventRouter
+    from ackbridge.engine.connection import EventRouter
 
 
 class LoopHandoff:

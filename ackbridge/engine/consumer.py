@@ -1,32 +1,28 @@
-"""I/O-free pieces shared by the sync and async clients."""
+"""The consumer half of the engine: what the sync and async consumers and their
+deliveries share, and what a failed handler's delivery becomes."""
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ackbridge import contract, engine, handles
-from ackbridge.capabilities import CANNOT_TELL, Capabilities, DeadLetter, DeadLetterTarget, RejectFate, Verb
-from ackbridge.engine import AckBook, BatchResult
+from ackbridge import contract
+from ackbridge.capabilities import Capabilities, DeadLetter, DeadLetterTarget, Level, RejectFate, Verb
+from ackbridge.engine import handles, plans
 from ackbridge.errors import AckbridgeError, SettlementError
-from ackbridge.guaranteed import ConsumerGuard
-from ackbridge.labels import LabelAck, requested_labels
-from ackbridge.messages import ConfirmOutcome, InboundMessage, WireSettle, WireVerb
-from ackbridge.observability import connection_observer
-from ackbridge.observability.logs import delivery_fields, quiet_client_libraries
-from ackbridge.requeue_loops import RequeueWatch, warn_loop
-from ackbridge.settlement import Ledger, Record, State
-from ackbridge.transport import SyncTransport, TransportBase
-from ackbridge.urls import BrokerURL
+from ackbridge.kernel.guaranteed import ConsumerGuard
+from ackbridge.kernel.labels import requested_labels
+from ackbridge.kernel.requeue_loops import RequeueWatch, warn_loop
+from ackbridge.kernel.settlement import BatchResult, Ledger, Record, State
+from ackbridge.messages import InboundMessage, WireSettle, WireVerb
+from ackbridge.observability.logs import delivery_fields
 
 log = logging.getLogger("ackbridge")
 
-TransportT = TypeVar("TransportT", bound=TransportBase)
-ConsumerT = TypeVar("ConsumerT")
-PublisherT = TypeVar("PublisherT")
+if TYPE_CHECKING:
+    from ackbridge.engine.connection import ConnectionBase
 
 HANDLER_OWNS = ("this consumer hands every delivery to its handler; get() and iteration are for a consumer "
                  "made without handler=")
@@ -87,6 +83,8 @@ def failed_handler_verb(capabilities: Capabilities, delivery: DeliveryBase) -> W
 def handler_failed(capabilities: Capabilities, source: str, delivery: DeliveryBase) -> WireVerb | None:
     """Log a handler's exception (call from its ``except``) and say what to do
     with its delivery (see :func:`failed_handler_verb`)."""
+    from ackbridge.engine.connection import ConnectionBase  # imports this module: bound on first use
+
     verb = failed_handler_verb(capabilities, delivery)
     connection = getattr(delivery._consumer, "_connection", None)
     target = connection._dead_letter_targets.get(source) if isinstance(connection, ConnectionBase) else None
@@ -102,153 +100,6 @@ def settle_failed(delivery: DeliveryBase, exc: Exception) -> None:
     log.warning("ackbridge could not settle the failed message: %s [broker %s, destination %r, generation %d]",
                 exc, delivery.broker, delivery.source, delivery.generation,
                 extra=delivery_fields(delivery.broker, delivery.source, delivery.generation))
-
-
-class EventRouter:
-    """Hands each transport event to the consumer or publisher it belongs to. Both
-    faces route through it; the async face first moves the event onto its loop."""
-
-    __slots__ = ("_consumers", "_observer", "_publishers", "reply")
-
-    def __init__(self, consumers: Mapping[str, Any], publishers: dict[int, Any], observer: Any,
-                 reply: Callable[[InboundMessage], None]) -> None:
-        self._consumers = consumers
-        self._publishers = publishers
-        self._observer = observer
-        #: A labelled acknowledgement arrived in the reply inbox.
-        self.reply = reply
-
-    def deliver(self, subscription: str, message: InboundMessage) -> None:
-        consumer = self._consumers.get(subscription)
-        if consumer is not None:
-            consumer._on_message(message)
-
-    def confirm(self, seq: int, outcome: ConfirmOutcome) -> None:
-        # dict.pop is atomic under the GIL; no lock on the per-message path.
-        publisher = self._publishers.pop(seq, None)
-        if publisher is not None:
-            publisher._resolved(seq, outcome)
-
-    def confirm_batch(self, outcomes: Sequence[tuple[int, ConfirmOutcome]]) -> None:
-        # Each run of publishes of one publisher (the common case: the whole batch)
-        # is resolved under one lock, with one wake-up.
-        publishers = self._publishers
-        run: list[tuple[int, ConfirmOutcome]] = []
-        owner: Any = None
-        for answer in outcomes:
-            publisher = publishers.pop(answer[0], None)
-            if publisher is None:
-                continue
-            if publisher is not owner and run:
-                owner._resolved_batch(run)
-                run = []
-            owner = publisher
-            run.append(answer)
-        if run:
-            owner._resolved_batch(run)
-
-    def failed(self, error: AckbridgeError) -> None:
-        for consumer in list(self._consumers.values()):
-            consumer._on_failure(error)
-
-    def generation_ended(self, generation: int, reason: str = "") -> None:
-        if self._observer is not None:
-            self._observer.generation_ended(generation)
-        for consumer in list(self._consumers.values()):
-            consumer._on_generation_end(generation)
-
-
-class ConnectionBase(Generic[TransportT, ConsumerT, PublisherT]):
-    """What the sync and async connections share: their bookkeeping and the live
-    capability table. Each face names its transport, consumer and publisher types."""
-
-    _transport: TransportT
-
-    def __init__(self, url: BrokerURL, options: Mapping[str, Any]) -> None:
-        self.url = url
-        self._options = dict(options)
-        self._seq = itertools.count(1)
-        self._inbox_address: str | None = None
-        #: Records metrics and spans; None when neither is configured (see ackbridge.observability).
-        self._observer = connection_observer(url)
-        quiet_client_libraries()
-        self._acks = AckBook(self._observer)
-        self._closed = False
-        self._consumers: dict[str, ConsumerT] = {}
-        #: Publisher of each publish awaiting its confirm, by sequence number.
-        self._publishers: dict[int, PublisherT] = {}
-        self._default_publisher: PublisherT | None = None
-        # The transport's events go to a router, not to the connection: its
-        # callbacks are not public API (the async face moves them onto its loop).
-        self._router = EventRouter(self._consumers, self._publishers, self._observer, self._on_reply)
-        #: What the transport told about each consumed source's dead-letter target (asked once per source).
-        self._dead_letter_targets: dict[str, DeadLetterTarget] = {}
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """The adapter's verb table; read live, as a transport may refine it on connect."""
-        return self._transport.capabilities
-
-    @property
-    def broker(self) -> str:
-        return self._transport.capabilities.broker
-
-    def _add_ack(self, correlation_id: str, ack: LabelAck) -> None:
-        raise NotImplementedError  # each face wakes its waiters its own way
-
-    def _on_reply(self, message: InboundMessage) -> None:
-        """A labelled acknowledgement arrived in the reply inbox."""
-        found = self._acks.add_reply(message)
-        if found is not None:
-            self._add_ack(*found)
-
-    @staticmethod
-    def _reply(delivery: DeliveryBase, label: str, status: int, payload: Any,
-               reserved: bool) -> tuple[str, bytes, dict[str, Any]]:
-        """Where the labelled acknowledgement *label* of *delivery* goes, its body and publish options."""
-        reply = engine.reply_for(delivery, label, status, payload, reserved=reserved)
-        return (delivery.reply_to or "", reply.body, {"headers": reply.headers, "correlation_id": reply.correlation_id,
-                                                       "content_type": reply.content_type, "persistent": False})
-
-    def _plan_consumer(self, source: str, handler: object, options: Any) -> engine.ConsumerPlan:
-        """What ``consume()`` subscribes with (both faces); looks up *source*'s dead-letter target."""
-        plan = engine.plan_consumer(self.capabilities, self._options, source, handler, options, self._observer)
-        self._look_up_dead_letter(source)
-        return plan
-
-    def _look_up_dead_letter(self, source: str) -> None:
-        """Ask the transport once per source where its rejects go; warn when nowhere.
-        The sync face asks on the caller's thread; the async face in a task of its own
-        (the answer may need the broker), so its warning may follow consume()."""
-        if source in self._dead_letter_targets or not self.capabilities.support(Verb.REJECT).available:
-            return
-        self._dead_letter_targets[source] = CANNOT_TELL  # asked once, even while the answer is on its way
-        transport: Any = self._transport
-        if isinstance(transport, SyncTransport):
-            try:
-                target = transport.dead_letter_target(source)
-            except Exception as exc:  # a plugin's check must never stop consume()
-                log.debug("ackbridge: dead-letter target of %r not told: %s", source, exc)
-                return
-            self._learned_dead_letter(source, target)
-        else:
-            self._spawn(self._look_up_dead_letter_async(transport, source))
-
-    async def _look_up_dead_letter_async(self, transport: Any, source: str) -> None:
-        try:
-            target = await transport.dead_letter_target_async(source)
-        except Exception as exc:
-            log.debug("ackbridge: dead-letter target of %r not told: %s", source, exc)
-            return
-        self._learned_dead_letter(source, target)
-
-    def _learned_dead_letter(self, source: str, target: DeadLetterTarget) -> None:
-        self._dead_letter_targets[source] = target
-        if target.state is DeadLetter.NONE:
-            warn_no_dead_letter(source, self.broker, target)
-
-    def _spawn(self, coro: Any) -> None:
-        raise NotImplementedError  # the async face runs it as a task on its loop
 
 
 class ConsumerBase(contract.ConsumerView):
@@ -281,7 +132,7 @@ class ConsumerBase(contract.ConsumerView):
         record = None if self._guard is not None else self._ledger.receive_simple(message)
         if record is not None:
             return record, []
-        record, ops, error = engine.admit_screened(self._ledger, self._ready, message, self._guard)
+        record, ops, error = admit_screened(self._ledger, self._ready, message, self._guard)
         if error is not None:
             self._failure = error
         return record, ops
@@ -289,7 +140,7 @@ class ConsumerBase(contract.ConsumerView):
     def _decide(self, record: Record, verb: WireVerb) -> list[WireSettle]:
         """Settle *record* in the ledger (raises if it may not be); the ops to send."""
         if verb is not WireVerb.ACK:  # every broker acks; only requeue/reject need the table
-            engine.require_verb(self._connection.capabilities, verb)
+            plans.require_verb(self._connection.capabilities, verb)
         ops = self._ledger.settle(record, verb)
         if self._guard is not None:
             self._guard.acked((record.message,), verb is WireVerb.ACK)
@@ -313,7 +164,7 @@ class ConsumerBase(contract.ConsumerView):
     def _decide_batch(self, records: list[Record], verb: WireVerb) -> list[WireSettle] | None:
         """One cumulative ack for *records* where it settles exactly them; else None
         (the twin settles them one by one)."""
-        if verb is not WireVerb.ACK or not engine.cumulative_fits(self._ledger, self._connection.capabilities,
+        if verb is not WireVerb.ACK or not cumulative_fits(self._ledger, self._connection.capabilities,
                                                                   records):
             return None
         if self._guard is not None:
@@ -343,7 +194,7 @@ class ConsumerBase(contract.ConsumerView):
 
     def _end_generation(self, generation: int) -> None:
         """Forget what *generation* delivered: its deliveries went stale."""
-        engine.generation_ended(self._ledger, self._ready, generation)
+        generation_ended(self._ledger, self._ready, generation)
         if self._guard is not None:
             self._guard.generation_ended()
 
@@ -468,3 +319,55 @@ class DeliveryBase(contract.DeliveryView):
             f"<{type(self).__name__} {self.broker} source={self.source!r} id={self.message_id!r} "
             f"state={self.state.value} redelivered={self.redelivered} count={self.delivery_count}>"
         )
+
+
+# ---- admission, generation ends, cumulative batches ----------------------------------
+def drop_older_than(ready: deque[Any], generation: int) -> None:
+    """Remove buffered deliveries of generations before *generation* (the broker
+    redelivers them; their tags may name other messages now)."""
+    kept = [d for d in ready if d.generation >= generation]
+    ready.clear()
+    ready.extend(kept)
+
+
+def admit(ledger: Ledger, ready: deque[Any], message: InboundMessage) -> tuple[Record | None, list[WireSettle]]:
+    """Admit *message*: its record to hand out (None: not handed out) and the ops
+    to send now (a poison message dead-lettered by ``max_deliveries``)."""
+    record = ledger.receive_simple(message)
+    if record is not None:
+        return record, []
+    admission = ledger.receive(message)
+    if admission.new_generation:
+        drop_older_than(ready, message.generation)  # it may arrive before generation_ended does
+    return admission.record, admission.reject
+
+
+def admit_screened(ledger: Ledger, ready: deque[Any], message: InboundMessage, guard: ConsumerGuard | None
+                   ) -> tuple[Record | None, list[WireSettle], AckbridgeError | None]:
+    """:func:`admit`, then the consumer's duplicate and gap screening: a duplicate of a
+    message acked within ``dedupe_window`` is acked here and not handed out; a gap
+    with ``on_gap="raise"`` gives the error get() raises (the delivery stays unsettled)."""
+    record, ops = admit(ledger, ready, message)
+    if record is None or guard is None:
+        return record, ops, None
+    hand_out, error = guard.screen(message)
+    if hand_out:
+        return record, ops, None
+    if error is None:
+        ops = ops + ledger.settle(record, WireVerb.ACK)
+    return None, ops, error
+
+
+def generation_ended(ledger: Ledger, ready: deque[Any], generation: int) -> None:
+    ledger.generation_ended(generation)
+    drop_older_than(ready, generation + 1)
+
+
+def cumulative_fits(ledger: Ledger, capabilities: Capabilities, records: Sequence[Record]) -> bool:
+    """True when one cumulative ack of the last record settles exactly *records*."""
+    if len(records) < 2 or capabilities.support(Verb.CUMULATIVE_ACK).level is Level.UNSUPPORTED:
+        return False
+    last = records[-1]
+    if last.stale or records[0].message.generation != last.message.generation:
+        return False
+    return ledger.undecided_through(last) == {r.seq for r in records}

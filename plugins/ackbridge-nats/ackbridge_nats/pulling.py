@@ -175,6 +175,17 @@ class PullSubscription:
             return left
         if left:
             await self.release(client, left)
+        if left and wait:
+            # The server may hand what was just released to a request it still counts as
+            # open although our count says none is (a status without its pending count):
+            # the inbox stays one expiry longer, then what reached it is released again,
+            # when no request of ours can be open any more.
+            await asyncio.sleep(self.expires_ns / 1e9)
+            late, self.after_stop = self.after_stop, []
+            if late:
+                log.debug("ackbridge-nats: %d released deliveries of %s came back to its closing inbox: "
+                          "released again", len(late), self.source)
+                await self.release(client, late)
         if sub is not None:
             try:
                 await sub.unsubscribe()

@@ -122,7 +122,7 @@ class ConsumerBase(contract.ConsumerView):
         #: Set when the connection failed for good: get() raises it once nothing is ready.
         self._failure: AckbridgeError | None = None
         # A max_deliveries consumer bounds its loops itself; others are watched for them.
-        self._requeues = RequeueWatch() if getattr(ledger, "_max_deliveries", None) is None else None
+        self._requeues = RequeueWatch() if ledger.max_deliveries is None else None
 
     def _admit(self, message: InboundMessage) -> tuple[Record | None, list[WireSettle]]:
         """Take *message* into the ledger: its record, or None when it is not handed

@@ -169,6 +169,11 @@ class Ledger:
         self._end(self._generation)
 
     @property
+    def max_deliveries(self) -> int | None:
+        """The poison policy's limit (None: no limit: requeue loops are the consumer's to watch)."""
+        return self._max_deliveries
+
+    @property
     def unsettled(self) -> int:
         """Deliveries of the live generation not settled on the wire yet."""
         return len(self._outstanding)

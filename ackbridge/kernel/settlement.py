@@ -202,10 +202,10 @@ class Ledger:
                 f"was already {record.state.value}; nothing was sent"
             )
         if record.stale or record.message.generation != self._generation:
+            if self.observer is not None:
+                self.observer.stale()  # a closed consumer's delivery is stale too (counted alike)
             if self.closed:
                 raise closed_error(f"delivery {record.message.message_id or record.seq}", record.message.source)
-            if self.observer is not None:
-                self.observer.stale()
             raise stale_error(f"delivery {record.message.message_id or record.seq} from {record.message.source!r}",
                               record.message.generation)
 

@@ -128,3 +128,26 @@ def test_no_credential_in_attributes(url: str) -> None:
 
     values = [str(v) for v in connection_attributes(parse_url(url)).values()]
     assert not any("s3cret" in v or "user" in v or "tok" in v for v in values)
+
+
+def test_a_settlement_after_close_is_counted_as_stale_refused(metrics: Metrics, tmp_path: Any) -> None:
+    from tests.local.harness import LocalHarness
+
+    harness = LocalHarness(tmp_path)
+    try:
+        queue = harness.new_queue()
+        with ackbridge.connect(harness.url()) as conn:
+            for i in range(2):
+                conn.publish(queue, f"m-{i}".encode(), message_id=f"m-{i}").result(10)
+            consumer = conn.consume(queue, prefetch=10)
+            first, second = consumer.get(timeout=TIMEOUT), consumer.get(timeout=TIMEOUT)
+            assert first is not None and second is not None
+            first.ack()
+            consumer.close()
+            with pytest.raises(ackbridge.ConsumerClosedError):
+                second.ack()
+            with pytest.raises(ackbridge.AlreadySettledError):
+                first.ack()  # settled before: refused, but not stale
+        assert metrics.total("ackbridge.stale_refused") == 1
+    finally:
+        harness.cleanup()

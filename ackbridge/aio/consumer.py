@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ackbridge import contract
 from ackbridge.engine import handles
-from ackbridge.engine.consumer import HANDLER_OWNS, ConsumerBase, DeliveryBase, handler_failed, settle_failed
+from ackbridge.engine.consumer import HANDLER_OWNS, ConsumerBase, DeliveryBase, settle_failed
 from ackbridge.errors import AckbridgeError, ConfigurationError
 from ackbridge.kernel.guaranteed import ConsumerGuard
 from ackbridge.kernel.interruptions import DRAIN_S, interrupted
@@ -216,7 +216,7 @@ class AsyncConsumer(ConsumerBase, contract.AsyncConsumer):
                 if inspect.isawaitable(result):
                     await result
             except Exception:
-                verb = handler_failed(self._connection.capabilities, self.source, delivery)
+                verb = self._handler_failed(delivery)
                 if verb is not None:
                     try:
                         await self._settle(delivery, verb)

@@ -80,14 +80,12 @@ def failed_handler_verb(capabilities: Capabilities, delivery: DeliveryBase) -> W
     return None
 
 
-def handler_failed(capabilities: Capabilities, source: str, delivery: DeliveryBase) -> WireVerb | None:
+def handler_failed(capabilities: Capabilities, source: str, delivery: DeliveryBase,
+                   target: DeadLetterTarget | None = None) -> WireVerb | None:
     """Log a handler's exception (call from its ``except``) and say what to do
-    with its delivery (see :func:`failed_handler_verb`)."""
-    from ackbridge.engine.connection import ConnectionBase  # imports this module: bound on first use
-
+    with its delivery (see :func:`failed_handler_verb`); *target*: what the
+    transport told of *source*'s dead-letter target, for a true log line."""
     verb = failed_handler_verb(capabilities, delivery)
-    connection = getattr(delivery._consumer, "_connection", None)
-    target = connection._dead_letter_targets.get(source) if isinstance(connection, ConnectionBase) else None
     log.exception("ackbridge handler raised on a message from %r (id %r); %s [broker %s, generation %d]",
                   source, delivery.message_id, failed_verb_text(capabilities, source, verb, target),
                   delivery.broker, delivery.generation,
@@ -136,6 +134,12 @@ class ConsumerBase(contract.ConsumerView):
         if error is not None:
             self._failure = error
         return record, ops
+
+    def _handler_failed(self, delivery: DeliveryBase) -> WireVerb | None:
+        """A handler raised on *delivery*: log it and say what to settle it with."""
+        connection = self._connection
+        return handler_failed(connection.capabilities, self.source, delivery,
+                              connection._dead_letter_targets.get(self.source))
 
     def _decide(self, record: Record, verb: WireVerb) -> list[WireSettle]:
         """Settle *record* in the ledger (raises if it may not be); the ops to send."""

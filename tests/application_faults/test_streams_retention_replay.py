@@ -318,10 +318,13 @@ def row_streams_retention_cut(spark: Any, tmp: Path, fault: str = "sink-raises")
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
+    from tests.conftest import IN_CI
     from tests.spark.helpers import HAVE_JAVA, make_spark
 
     require_port(5552, "RabbitMQ's stream plugin (rabbitmq-plugins enable rabbitmq_stream)")
     if not HAVE_JAVA:
+        if IN_CI:  # a missing Java is a failure in CI, never a skip
+            pytest.fail("Java is needed for the Spark tests (scripts/setup.sh installs it)")
         pytest.skip("Java is needed for the Spark tests")
     session = make_spark("ackbridge-retention-replay")
     yield session

@@ -5,7 +5,11 @@ messages at a time (``$JS.API.CONSUMER.MSG.NEXT``), so no more than
 ``prefetch`` deliveries are ever in flight to one ackbridge consumer; the
 durable's ``max_ack_pending`` bounds it server-side as well. A pull request
 that expires (status 408) or is cut short (409) hands its unused credit back
-(``Nats-Pending-Messages``) and a new one is sent.
+(``Nats-Pending-Messages``) and a new one is sent. nats-server before 2.9.15
+drops an expired request without that status when a delivery attempt finds it
+expired first (nats-server#3942): a request silent for two of its lifetimes is
+taken as ended (:meth:`PullSubscription.watch`), or the subscription would wait
+for it forever and receive nothing.
 
 The reply subjects of deliveries not yet settled are kept, so that a closed
 consumer or an ended generation can ``-NAK`` them: JetStream then redelivers
@@ -62,6 +66,9 @@ class PullSubscription:
         self.consumer_gone = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._requests_ended: asyncio.Event | None = None
+        #: Loop time of the last pull request sent or message/status received on the inbox.
+        self.last_heard = 0.0
+        self._watchdog: asyncio.Task[None] | None = None
         self._next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
 
     async def start(self, client: Client, generation: int) -> None:
@@ -73,15 +80,39 @@ class PullSubscription:
         self.requested = 0
         self.inbox = client.new_inbox()
         self.sub = await client.subscribe(self.inbox, cb=functools.partial(self._on_msg, self.inbox))
+        self.last_heard = asyncio.get_running_loop().time()
+        if self._watchdog is None:
+            self._watchdog = asyncio.get_running_loop().create_task(self.watch())
         await self.top_up()
 
+    async def watch(self) -> None:
+        """Take open pull requests as ended when the inbox heard nothing for two of
+        their lifetimes (plus a second): a live request ends with a delivery or a
+        status within one, so only a request the server dropped silently is this
+        quiet (nats-server#3942). Its credit is asked for again."""
+        loop = asyncio.get_running_loop()
+        quiet_limit = 2 * self.expires_ns / 1e9 + 1.0
+        while True:
+            await asyncio.sleep(self.expires_ns / 1e9)
+            if self.requested and loop.time() - self.last_heard > quiet_limit:
+                log.debug("ackbridge-nats: %d requested message(s) of %s had no answer in %.1f s: the server "
+                          "dropped the pull request (nats-server#3942); asking again", self.requested,
+                          self.source, quiet_limit)
+                self.requested = 0
+                self.last_heard = loop.time()
+                if self.closed:
+                    self._check_requests_ended()
+                else:
+                    await self.top_up()
+
     async def _on_msg(self, inbox: str, msg: Msg) -> None:
+        if inbox != self.inbox:
+            return  # an earlier generation's inbox: released on reconnect
+        self.last_heard = asyncio.get_running_loop().time()
         reply = msg.reply
         if not reply:
             self._on_status(msg)
             return
-        if inbox != self.inbox:
-            return  # an earlier generation's inbox: released on reconnect
         self.requested = max(0, self.requested - 1)
         self.outstanding[reply] = None
         if self.closed:
@@ -130,6 +161,7 @@ class PullSubscription:
         if free <= 0 or (self.requested and free < max(1, self.prefetch // 2)):
             return
         self.requested += free
+        self.last_heard = asyncio.get_running_loop().time()
         request = json.dumps({"batch": free, "expires": self.expires_ns}).encode()
         try:
             await client.publish(self._next_subject, request, reply=self.inbox)
@@ -166,6 +198,9 @@ class PullSubscription:
                 await asyncio.wait_for(self._requests_ended.wait(), self.expires_ns / 1e9 + 1)
             except TimeoutError:
                 log.warning("ackbridge-nats: pull requests of %s did not end in time", self.source)
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         sub, self.sub = self.sub, None
         client = self.client
         left = list(self.after_stop if leave else self.outstanding)

@@ -35,8 +35,16 @@ def closed_error(what: str, source: str) -> ConsumerClosedError:
     )
 
 
-def check_ops(ops: Sequence[WireSettle], current: int) -> None:
-    """Raise if any op belongs to a generation other than *current*; nothing is sent then."""
+def check_ops(ops: Sequence[WireSettle], current: int | None, what: str = "") -> None:
+    """Raise if any op belongs to a generation other than *current*; nothing is sent then.
+
+    A transport passes ``current=None`` when no generation is live for *ops* (the
+    connection is down, the channel or subscription that carried them is gone): it
+    reports the fact, this guard decides and words the error. *what* says where
+    the generation went (``"its channel is gone"``)."""
+    if current is None and ops:
+        reason = f" ({what})" if what else ""
+        raise stale_error(f"{len(ops)} settlement(s){reason}", ops[0].generation)
     for op in ops:
         if op.generation != current:
             count = sum(1 for o in ops if o.generation != current)

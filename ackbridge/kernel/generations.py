@@ -13,6 +13,7 @@ or :func:`lease_lost`, so that error is raised from this module only.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NoReturn, overload
 
 from ackbridge.errors import ConsumerClosedError, StaleDeliveryError
 from ackbridge.messages import WireSettle
@@ -35,6 +36,10 @@ def closed_error(what: str, source: str) -> ConsumerClosedError:
     )
 
 
+@overload
+def check_ops(ops: Sequence[WireSettle], current: None, what: str = "") -> NoReturn: ...
+@overload
+def check_ops(ops: Sequence[WireSettle], current: int, what: str = "") -> None: ...
 def check_ops(ops: Sequence[WireSettle], current: int | None, what: str = "") -> None:
     """Raise if any op belongs to a generation other than *current*; nothing is sent then.
 
@@ -42,9 +47,9 @@ def check_ops(ops: Sequence[WireSettle], current: int | None, what: str = "") ->
     connection is down, the channel or subscription that carried them is gone): it
     reports the fact, this guard decides and words the error. *what* says where
     the generation went (``"its channel is gone"``)."""
-    if current is None and ops:
+    if current is None:
         reason = f" ({what})" if what else ""
-        raise stale_error(f"{len(ops)} settlement(s){reason}", ops[0].generation)
+        raise stale_error(f"{len(ops)} settlement(s){reason}", ops[0].generation if ops else 0)
     for op in ops:
         if op.generation != current:
             count = sum(1 for o in ops if o.generation != current)

@@ -4,7 +4,7 @@ A "queue" is a subject, the stream that stores it and a durable pull consumer
 on that stream (:mod:`ackbridge_nats.naming`). Settlements are the JetStream
 acks sent to each delivery's reply subject (``+ACK``, ``-NAK``, ``+TERM``);
 publishes are requests answered by a PubAck. nats-py is asyncio-only: the
-native :class:`~ackbridge_nats.async_transport.NatsAsyncTransport` runs on the
-caller's loop, and :class:`~ackbridge_nats.sync_transport.NatsSyncTransport`
+native :class:`~ackbridge_nats.connection.NatsAsyncTransport` runs on the
+caller's loop, and :class:`~ackbridge_nats.connection.NatsSyncTransport`
 runs the same transport on an event loop of its own I/O thread.
 """

@@ -6,9 +6,8 @@ from collections.abc import Callable
 
 from ackbridge.hookspecs import hookimpl
 from ackbridge.plugins import AdapterSpec
-from ackbridge_nats.async_transport import NatsAsyncTransport
 from ackbridge_nats.capabilities import CAPABILITIES
-from ackbridge_nats.sync_transport import NatsSyncTransport
+from ackbridge_nats.connection import NatsAsyncTransport, NatsSyncTransport
 
 
 @hookimpl
@@ -20,4 +19,6 @@ def ackbridge_register_adapters(register: Callable[[AdapterSpec], None]) -> None
         async_transport=NatsAsyncTransport,
         capabilities=CAPABILITIES,
         description="NATS JetStream via nats-py, nats[+tls]://[user:pass@|token@]host:4222",
+        messaging_system="nats",
+        client_loggers=("nats",),
     ))

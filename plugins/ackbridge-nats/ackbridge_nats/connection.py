@@ -2,8 +2,8 @@
 
 Maps the core's operations onto one :class:`~ackbridge_nats.link.Link` (the
 connection and its generations), one
-:class:`~ackbridge_nats.pulling.PullSubscription` per consumer and one
-:class:`~ackbridge_nats.publishing.Publishes` (PubAck answers). Settlements
+:class:`~ackbridge_nats.receiving.PullSubscription` per consumer and one
+:class:`~ackbridge_nats.sending.Publishes` (PubAck answers). Settlements
 are plain publishes to the delivery's reply subject.
 """
 
@@ -21,11 +21,11 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from ackbridge.errors import InvalidOptionError
-from ackbridge.kernel.generations import check_ops, stale_error
+from ackbridge.kernel.generations import check_ops
 from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, refused, unknown
 from ackbridge.transport import AsyncTransport, TransportEvents
 from ackbridge.transport.held_work import HeldWork
-from ackbridge.transport.loop_thread import call_on_loop
+from ackbridge.transport.loop_thread import LoopThreadTransport, call_on_loop
 from ackbridge.urls import BrokerURL
 from ackbridge_nats import codec, queues
 from ackbridge_nats.capabilities import CAPABILITIES
@@ -33,8 +33,8 @@ from ackbridge_nats.errors import nats_error
 from ackbridge_nats.link import Link, describe, seconds_ns
 from ackbridge_nats.naming import check_subject, dead_letter_subject
 from ackbridge_nats.options import OPTIONS, NatsSettings
-from ackbridge_nats.publishing import Publishes, outcome_of
-from ackbridge_nats.pulling import NAK, PullSubscription
+from ackbridge_nats.receiving import NAK, PullSubscription
+from ackbridge_nats.sending import Publishes, outcome_of
 
 log = logging.getLogger("ackbridge.nats")
 
@@ -167,7 +167,7 @@ class NatsAsyncTransport(AsyncTransport):
         check_ops(ops, self.generation)
         client = self.link.client
         if client is None or not client.is_connected:
-            raise stale_error(f"{len(ops)} settlement(s) while the connection is down", ops[0].generation)
+            check_ops(ops, None, "the connection is down")
         if not self.held.keep_settle(ops):
             await self.apply(client, ops)
 
@@ -312,3 +312,12 @@ class NatsAsyncTransport(AsyncTransport):
         client = self.link.client
         if live and client is not None:
             self.spawn(self.apply(client, live))
+
+
+class NatsSyncTransport(LoopThreadTransport):
+    """The blocking transport: :class:`NatsAsyncTransport` on an event loop of its own
+    thread (nats-py is asyncio-only); the hand-off lives in :mod:`ackbridge.transport.loop_thread`."""
+
+    capabilities = CAPABILITIES
+    option_specs = OPTIONS
+    inner_type = NatsAsyncTransport

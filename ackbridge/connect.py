@@ -121,7 +121,8 @@ def connect(
     parsed, spec, core, transport = resolve(url, _given(named, plugin_options))
     if spec.sync_transport is None:
         raise ConfigurationError(f"adapter {spec.name} has no sync transport; use connect_async()")
-    return Connection(parsed, spec.sync_transport, core, transport).open()
+    return Connection(parsed, spec.sync_transport, core, transport, messaging_system=spec.messaging_system or spec.name,
+                      client_loggers=spec.client_loggers).open()
 
 
 @_options_of(connect)
@@ -131,6 +132,8 @@ async def connect_async(url: str, **options: Any) -> AsyncConnection:
     from ackbridge.aio.connection import AsyncConnection
 
     parsed, spec, core, transport = resolve(url, _given(options, {}))
-    connection = AsyncConnection(parsed, spec.async_type(), core, transport)
+    connection = AsyncConnection(parsed, spec.async_type(), core, transport,
+                                 messaging_system=spec.messaging_system or spec.name,
+                                 client_loggers=spec.client_loggers)
     await connection.open()
     return connection

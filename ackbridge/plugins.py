@@ -48,6 +48,12 @@ class AdapterSpec:
     #: Opens an :class:`~ackbridge.transport.offset_log.OffsetLog` (``factory(url, options)``)
     #: where the broker keeps messages in logs read by offset; None where it does not.
     offset_log: Callable[[BrokerURL, dict[str, Any]], OffsetLog] | None = None
+    #: OpenTelemetry's ``messaging.system`` for its connections (the convention's
+    #: well-known value where it has one, e.g. ``rabbitmq``); empty: the adapter's name.
+    messaging_system: str = ""
+    #: Top-level logger names of the client libraries it drives (``pika``): ackbridge
+    #: keeps their per-connect INFO lines below INFO unless the application set them.
+    client_loggers: tuple[str, ...] = ()
     #: Set by the registry: the distribution/entry point that registered it.
     plugin: str = field(default="", compare=False)
 

@@ -38,8 +38,9 @@ class AsyncConnection(ConnectionBase[AsyncTransport, AsyncConsumer, AsyncPublish
     """
 
     def __init__(self, url: BrokerURL, transport_type: type[AsyncTransport], options: Mapping[str, Any],
-                 transport_options: Mapping[str, Any]) -> None:
-        super().__init__(url, options)
+                 transport_options: Mapping[str, Any], *, messaging_system: str = "",
+                 client_loggers: tuple[str, ...] = ()) -> None:
+        super().__init__(url, options, messaging_system=messaging_system, client_loggers=client_loggers)
         self._loop = asyncio.get_running_loop()
         self._inbox_lock = asyncio.Lock()
         self._collect_changed = asyncio.Condition()

@@ -91,14 +91,16 @@ class ConnectionBase(Generic[TransportT, ConsumerT, PublisherT]):
 
     _transport: TransportT
 
-    def __init__(self, url: BrokerURL, options: Mapping[str, Any]) -> None:
+    def __init__(self, url: BrokerURL, options: Mapping[str, Any], *, messaging_system: str = "",
+                 client_loggers: tuple[str, ...] = ()) -> None:
         self.url = url
         self._options = dict(options)
         self._seq = itertools.count(1)
         self._inbox_address: str | None = None
         #: Records metrics and spans; None when neither is configured (see ackbridge.observability).
-        self._observer = connection_observer(url)
-        quiet_client_libraries()
+        # What the plugin declared (AdapterSpec): the core names no broker or client library.
+        self._observer = connection_observer(url, messaging_system or url.scheme)
+        quiet_client_libraries(client_loggers)
         self._acks = AckBook(self._observer)
         self._closed = False
         self._consumers: dict[str, ConsumerT] = {}

@@ -29,24 +29,11 @@ GENERATION = "ackbridge.generation"
 #: messaging.operation.name of a poison message dead-lettered by ``max_deliveries``.
 DEAD_LETTER = "dead_letter"
 
-#: messaging.system per URL scheme: the convention's well-known value where it has one.
-_SYSTEMS = {
-    "amqp": "rabbitmq", "amqps": "rabbitmq",
-    "amqp10": "amqp", "amqp10s": "amqp",
-    "mqtt": "mqtt", "mqtts": "mqtt",
-    "nats": "nats", "nats+tls": "nats",
-    "local": "ackbridge_local",
-}
-
-
-def messaging_system(url: BrokerURL) -> str:
-    return _SYSTEMS.get(url.scheme, url.scheme)
-
-
-def connection_attributes(url: BrokerURL) -> dict[str, Any]:
-    """What describes a connection in every attribute set: the system, host and
-    port -- the URL's user name and password never appear."""
-    attributes: dict[str, Any] = {MESSAGING_SYSTEM: messaging_system(url)}
+def connection_attributes(url: BrokerURL, messaging_system: str) -> dict[str, Any]:
+    """What describes a connection in every attribute set: the system (as its
+    plugin declared it: ``AdapterSpec.messaging_system``), host and port -- the
+    URL's user name and password never appear."""
+    attributes: dict[str, Any] = {MESSAGING_SYSTEM: messaging_system}
     if url.host:
         attributes[SERVER_ADDRESS] = url.host
     if url.port is not None:

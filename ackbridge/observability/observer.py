@@ -8,7 +8,7 @@ from ackbridge.observability.metrics import ConnectionObserver, instruments_for
 from ackbridge.urls import BrokerURL
 
 
-def connection_observer(url: BrokerURL) -> ConnectionObserver | None:
+def connection_observer(url: BrokerURL, messaging_system: str) -> ConnectionObserver | None:
     """The connection's :class:`~ackbridge.observability.metrics.ConnectionObserver`,
     or None when neither metrics nor traces are configured (recording off)."""
     meters, tracers = _providers.meter_provider(), _providers.tracer_provider()
@@ -17,4 +17,4 @@ def connection_observer(url: BrokerURL) -> ConnectionObserver | None:
     from ackbridge import __version__
 
     tracer = tracers.get_tracer("ackbridge", __version__) if tracers is not None else None
-    return ConnectionObserver(connection_attributes(url), instruments_for(meters) if meters else None, tracer)
+    return ConnectionObserver(connection_attributes(url, messaging_system), instruments_for(meters) if meters else None, tracer)

@@ -37,8 +37,9 @@ class Connection(ConnectionBase[SyncTransport, Consumer, Publisher], contract.Co
     """
 
     def __init__(self, url: BrokerURL, transport_type: type[SyncTransport], options: Mapping[str, Any],
-                 transport_options: Mapping[str, Any]) -> None:
-        super().__init__(url, options)
+                 transport_options: Mapping[str, Any], *, messaging_system: str = "",
+                 client_loggers: tuple[str, ...] = ()) -> None:
+        super().__init__(url, options, messaging_system=messaging_system, client_loggers=client_loggers)
         self._lock = threading.Lock()
         self._collect_cond = threading.Condition()
         self._transport = transport_type(url, transport_options, self._router)

@@ -25,6 +25,7 @@ from ackbridge.kernel.labels import LabelAck
 from ackbridge.kernel.settlement import BatchResult
 from ackbridge.keywords import ConsumeOptions, PublisherOptions, PublishOptions
 from ackbridge.messages import QueueInfo, WireVerb
+from ackbridge.options import ConnectionSettings
 from ackbridge.transport import AsyncTransport
 from ackbridge.urls import BrokerURL
 
@@ -40,7 +41,8 @@ class AsyncConnection(ConnectionBase[AsyncTransport, AsyncConsumer, AsyncPublish
     def __init__(self, url: BrokerURL, transport_type: type[AsyncTransport], options: Mapping[str, Any],
                  transport_options: Mapping[str, Any], *, messaging_system: str = "",
                  client_loggers: tuple[str, ...] = ()) -> None:
-        super().__init__(url, options, messaging_system=messaging_system, client_loggers=client_loggers)
+        super().__init__(url, options, messaging_system=messaging_system, client_loggers=client_loggers,
+                         settings=ConnectionSettings.from_options(transport_options))
         self._loop = asyncio.get_running_loop()
         self._inbox_lock = asyncio.Lock()
         self._collect_changed = asyncio.Condition()

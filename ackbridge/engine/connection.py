@@ -18,6 +18,7 @@ from ackbridge.kernel.labels import AckCollector, LabelAck
 from ackbridge.messages import ConfirmOutcome, InboundMessage
 from ackbridge.observability import connection_observer
 from ackbridge.observability.logs import quiet_client_libraries
+from ackbridge.options import ConnectionSettings
 from ackbridge.urls import BrokerURL
 
 if TYPE_CHECKING:
@@ -92,9 +93,11 @@ class ConnectionBase(Generic[TransportT, ConsumerT, PublisherT]):
     _transport: TransportT
 
     def __init__(self, url: BrokerURL, options: Mapping[str, Any], *, messaging_system: str = "",
-                 client_loggers: tuple[str, ...] = ()) -> None:
+                 client_loggers: tuple[str, ...] = (), settings: ConnectionSettings | None = None) -> None:
         self.url = url
         self._options = dict(options)
+        #: The shared connection options as the transport got them (the retransmit back-off reads one).
+        self.settings = settings if settings is not None else ConnectionSettings.from_options({})
         self._seq = itertools.count(1)
         self._inbox_address: str | None = None
         #: Records metrics and spans; None when neither is configured (see ackbridge.observability).

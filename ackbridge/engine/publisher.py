@@ -166,7 +166,7 @@ class PublisherBase:
         self._connection = connection
         self._guarantee = guarantee if guarantee is not None and guarantee.active else None
         self._numbers = itertools.count(1)
-        self._backoff = Backoff(connection._options.get("reconnect_max_delay", 10.0))
+        self._backoff = Backoff(connection.settings.reconnect_max_delay)
         #: Publishes sent more than once (retransmit=True).
         self.retransmitted = 0
         self.window = window

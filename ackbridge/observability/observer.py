@@ -17,4 +17,5 @@ def connection_observer(url: BrokerURL, messaging_system: str) -> ConnectionObse
     from ackbridge import __version__
 
     tracer = tracers.get_tracer("ackbridge", __version__) if tracers is not None else None
-    return ConnectionObserver(connection_attributes(url, messaging_system), instruments_for(meters) if meters else None, tracer)
+    instruments = instruments_for(meters) if meters else None
+    return ConnectionObserver(connection_attributes(url, messaging_system), instruments, tracer)

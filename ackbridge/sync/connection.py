@@ -22,6 +22,7 @@ from ackbridge.kernel.labels import LabelAck
 from ackbridge.kernel.settlement import BatchResult
 from ackbridge.keywords import ConsumeOptions, PublisherOptions, PublishOptions
 from ackbridge.messages import QueueInfo, WireVerb
+from ackbridge.options import ConnectionSettings
 from ackbridge.sync.consumer import Consumer, Delivery, Handler
 from ackbridge.sync.publisher import Confirm, Publisher, _AckWaiter
 from ackbridge.transport import SyncTransport
@@ -39,7 +40,8 @@ class Connection(ConnectionBase[SyncTransport, Consumer, Publisher], contract.Co
     def __init__(self, url: BrokerURL, transport_type: type[SyncTransport], options: Mapping[str, Any],
                  transport_options: Mapping[str, Any], *, messaging_system: str = "",
                  client_loggers: tuple[str, ...] = ()) -> None:
-        super().__init__(url, options, messaging_system=messaging_system, client_loggers=client_loggers)
+        super().__init__(url, options, messaging_system=messaging_system, client_loggers=client_loggers,
+                         settings=ConnectionSettings.from_options(transport_options))
         self._lock = threading.Lock()
         self._collect_cond = threading.Condition()
         self._transport = transport_type(url, transport_options, self._router)

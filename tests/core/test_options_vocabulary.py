@@ -45,3 +45,15 @@ def test_shared_options_arrive_typed_from_the_url_query(scheme: str) -> None:
 def test_old_spellings_say_did_you_mean(scheme: str, old: str, new: str) -> None:
     with pytest.raises(InvalidOptionError, match=f"did you mean {new!r}"):
         resolve(_url(scheme), {old: "1"})
+
+
+def test_reconnect_max_delay_reaches_the_retransmit_back_off(tmp_path: object) -> None:
+    """The publisher's retransmit back-off reads the connection's option, not a default of its own."""
+    import ackbridge
+
+    with ackbridge.connect(f"local://{tmp_path}/backoff.db", reconnect_max_delay=2.5) as conn:
+        assert conn.settings.reconnect_max_delay == 2.5
+        assert conn.publisher()._backoff.max_delay == 2.5
+    with ackbridge.connect(f"local://{tmp_path}/backoff.db") as conn:
+        default = next(s.default for s in CONNECTION_OPTIONS if s.name == "reconnect_max_delay")
+        assert conn.publisher()._backoff.max_delay == default

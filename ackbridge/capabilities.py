@@ -186,6 +186,11 @@ class Capabilities:
     ``requeue_bound`` says how to bound a requeue loop on this broker (a
     message requeued on every delivery loops forever otherwise); the core's
     requeue-loop warning quotes it.
+    ``source_patterns`` says what ``consume()`` / ``declare_queue()`` accept
+    besides one queue name: None (the default) means a source names exactly
+    one queue, topic or address and no character in it is a wildcard; a text
+    means the source may be a pattern matching many (MQTT topic filters with
+    ``+`` / ``#``), and says how it is written and what holds its messages.
     """
 
     broker: str
@@ -198,6 +203,7 @@ class Capabilities:
     connection_free_acks: Support = BOUND_TO_CONNECTION
     reject_outcome: RejectOutcome = REJECT_NOT_DECLARED
     requeue_bound: str = REQUEUE_BOUND_DEFAULT
+    source_patterns: str | None = None
 
     def __post_init__(self) -> None:
         missing = [v.value for v in Verb if v not in self.verbs]
@@ -258,6 +264,12 @@ class Capabilities:
     def reject_row(self) -> tuple[str, str, str]:
         """("reject does", fate, how): the row the capability table shows for it."""
         return "reject does", self.reject_outcome.fate.value, self.reject_outcome.how
+
+    def patterns_row(self) -> tuple[str, str, str]:
+        """("source patterns", level, how): the row the capability table shows for it."""
+        if self.source_patterns is None:
+            return "source patterns", Level.UNSUPPORTED.value, "a source names one queue (no wildcards)"
+        return "source patterns", Level.NATIVE.value, self.source_patterns
 
     def topology_rows(self) -> Iterator[tuple[str, str, str]]:
         """(verb, level, how) for every topology verb."""

@@ -28,7 +28,7 @@ from typing import Any
 import ackbridge
 from ackbridge.messages import ConfirmOutcome, InboundMessage, OutboundMessage, WireSettle, WireVerb
 from ackbridge.urls import parse_url
-from ackbridge_local.transport import LocalTransport
+from ackbridge_local.connection import LocalTransport
 
 BODY = b"x" * 256
 

@@ -10,7 +10,7 @@ the first connection through that plugin sets each of those loggers to WARNING -
 only a logger the application has not configured (level NOTSET, no handler but
 the library's own NullHandler); nothing process-wide (no root logger, no
 ``logging.disable``, no patching). To see their INFO lines, set their level before
-connecting, e.g. ``logging.getLogger("pika").setLevel(logging.INFO)``.
+connecting, e.g. ``logging.getLogger(name).setLevel(logging.INFO)`` for a name the plugin declared.
 """
 
 from __future__ import annotations

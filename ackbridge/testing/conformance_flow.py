@@ -45,6 +45,8 @@ class FlowConformance(SuiteHelpers):
         assert outcome.reason
 
     def test_confirm_unknown_on_connection_loss(self, conn: Any, harness: BrokerHarness) -> None:
+        if not harness.can_hold_confirms:
+            pytest.skip(f"{harness.name}: the harness cannot hold confirms, so no confirm is pending at the cut")
         queue = harness.new_queue()
         publisher = conn.publisher(window=1000)
         with harness.hold_confirms(unwrap(conn)):

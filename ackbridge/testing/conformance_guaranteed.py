@@ -66,6 +66,8 @@ class GuaranteedConformance(SuiteHelpers):
         """Confirms pending when the connection is cut: each publish is sent again with
         its id and resolves once, confirmed, with its attempts; the consumer's
         dedupe_window hands each message out once and the queue ends empty."""
+        if not harness.can_hold_confirms:
+            pytest.skip(f"{harness.name}: the harness cannot hold confirms, so no confirm is pending at the cut")
         ids_carried, _ = self._carries(conn, harness)
         queue = harness.new_queue()
         publisher = conn.publisher(retransmit=True, confirm_timeout=5.0, max_attempts=20, retransmit_deadline=90.0)

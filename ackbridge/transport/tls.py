@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+import warnings
 
 from ackbridge.errors import ConfigurationError, InvalidOptionError
 from ackbridge.options import ConnectionSettings
@@ -21,9 +22,12 @@ class TLSVerificationError(ConfigurationError):
     """The server's TLS certificate could not be verified (not recoverable by retrying)."""
 
 
-def tls_context(settings: ConnectionSettings, url: BrokerURL) -> ssl.SSLContext:
+def tls_context(settings: ConnectionSettings, url: BrokerURL, *, warn_unverified: bool = False) -> ssl.SSLContext:
     """The client context for *url*: the CA file (else the system's), the client
-    certificate when given, verification unless ``tls_verify=false``."""
+    certificate when given, verification unless ``tls_verify=false``.
+
+    ``tls_verify=false`` is logged as a warning; with *warn_unverified* it is a
+    :class:`UserWarning` instead (for plugins that documented one)."""
     if settings.tls_key_file and not settings.tls_cert_file:
         raise InvalidOptionError("option 'tls_key_file' needs 'tls_cert_file' (the client certificate)")
     try:
@@ -34,7 +38,11 @@ def tls_context(settings: ConnectionSettings, url: BrokerURL) -> ssl.SSLContext:
         given = [name for name in ("tls_ca_file", "tls_cert_file", "tls_key_file") if getattr(settings, name)]
         raise InvalidOptionError(f"{' / '.join(given) or 'TLS'} could not be loaded: {exc}") from None
     if not settings.tls_verify:
-        log.warning("%s: tls_verify=false: the server certificate is NOT checked", url.redacted)
+        if warn_unverified:
+            warnings.warn(f"{url.redacted}: tls_verify=false: the server certificate is NOT verified",
+                          UserWarning, stacklevel=2)
+        else:
+            log.warning("%s: tls_verify=false: the server certificate is NOT checked", url.redacted)
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     return context

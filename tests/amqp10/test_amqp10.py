@@ -29,7 +29,7 @@ from ackbridge.messages import ConfirmStatus
 from ackbridge.testing.faults import transport_of
 from ackbridge.testing.harness import eventually
 from ackbridge_amqp10.capabilities import GENERIC, RABBITMQ
-from ackbridge_amqp10.transport import modified_is_safe
+from ackbridge_amqp10.options import modified_is_safe
 from tests.amqp10.harness import Amqp10Harness, delete, mgmt, queue_counts, queue_name
 from tests.amqp10.peer import ToyPeer
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ackbridge_amqp10.transport import credit_to_grant
+from ackbridge_amqp10.receiving import credit_to_grant
 
 prefetches = st.integers(min_value=1, max_value=2000)
 

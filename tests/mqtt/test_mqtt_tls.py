@@ -16,7 +16,7 @@ import ackbridge
 from ackbridge.errors import ConnectionLostError, InvalidOptionError
 from ackbridge.messages import ConfirmStatus
 from ackbridge.testing.faults import transport_of
-from ackbridge_mqtt.transport import TLSVerificationError
+from ackbridge_mqtt.errors import TLSVerificationError
 
 pytestmark = pytest.mark.mqtt
 

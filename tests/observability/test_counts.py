@@ -118,7 +118,7 @@ def test_off_records_nothing() -> None:
     from ackbridge.observability import connection_observer
     from ackbridge.urls import parse_url
 
-    assert connection_observer(parse_url("amqp://user:secret@127.0.0.1:5672/")) is None
+    assert connection_observer(parse_url("amqp://user:secret@127.0.0.1:5672/"), "rabbitmq") is None
 
 
 @pytest.mark.parametrize("url", ["amqp://user:s3cret@host:5672/", "nats://tok:s3cret@host:4222"])
@@ -126,7 +126,7 @@ def test_no_credential_in_attributes(url: str) -> None:
     from ackbridge.observability.attributes import connection_attributes
     from ackbridge.urls import parse_url
 
-    values = [str(v) for v in connection_attributes(parse_url(url)).values()]
+    values = [str(v) for v in connection_attributes(parse_url(url), "rabbitmq").values()]
     assert not any("s3cret" in v or "user" in v or "tok" in v for v in values)
 
 

@@ -32,7 +32,7 @@ def test_every_logger_is_in_the_ackbridge_tree() -> None:
 def test_client_libraries_quieted_unless_configured(tmp_path: Path) -> None:
     """A connection quiets the client loggers its plugin declares (AdapterSpec.client_loggers),
     leaves one the application configured, and touches no other library's logger."""
-    code = f"""
+    code = """
 import logging
 logging.getLogger("aiormq").setLevel(logging.DEBUG)  # the application's choice stays
 import ackbridge
@@ -70,3 +70,18 @@ def test_handler_failure_warning_names_broker_destination_generation(
         assert queue in record.getMessage() and "generation" in record.getMessage()
     finally:
         harness.cleanup()
+
+
+def test_every_shipped_plugin_declares_its_system_and_client_loggers() -> None:
+    """The core names no broker: each shipped plugin says what its connections are
+    (messaging.system) and which client library loggers it drives."""
+    from ackbridge.plugins import registry
+
+    declared = {spec.name: (spec.messaging_system, spec.client_loggers) for spec in registry().specs()}
+    assert declared["rabbitmq"] == ("rabbitmq", ("pika",))
+    assert declared["mqtt"] == ("mqtt", ("paho", "paho.mqtt"))
+    assert declared["amqp10"] == ("amqp", ("proton",))
+    assert declared["nats"] == ("nats", ("nats",))
+    assert declared["embedded"] == ("ackbridge_local", ())
+    streams = next(v for name, v in declared.items() if "stream" in name)
+    assert streams == ("rabbitmq", ("rstream",))

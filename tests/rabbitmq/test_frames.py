@@ -12,7 +12,7 @@ from pika import frame, spec
 
 from ackbridge.errors import InvalidOptionError
 from ackbridge.messages import OutboundMessage
-from ackbridge_rabbitmq import common, frames
+from ackbridge_rabbitmq import codec, frames, queues
 
 # Either side of the 255-byte short-string limit, in one- and two-byte characters.
 _short = st.text(max_size=40) | st.text(alphabet="aé", min_size=120, max_size=260)
@@ -34,7 +34,7 @@ messages = st.builds(
 def pika_frames(channel: int, exchange: str, key: str, message: OutboundMessage, message_id: str,
                 body_max: int) -> list[bytes]:
     """What pika's Channel.basic_publish(..., mandatory=True) hands its transport."""
-    props = pika.BasicProperties(**common.property_fields(message, message_id))
+    props = pika.BasicProperties(**codec.property_fields(message, message_id))
     out = [frame.Method(channel, spec.Basic.Publish(exchange=exchange, routing_key=key, mandatory=True)).marshal(),
            frame.Header(channel, len(message.body), props).marshal()]
     body = message.body
@@ -54,7 +54,7 @@ def ours(channel: int, exchange: str, key: str, message: OutboundMessage, messag
        destination=st.sampled_from(["q", "", "amq.topic/a.b", "ex/ü"]))
 def test_frames_are_pikas(message: OutboundMessage, generated_id: str, channel: int, body_max: int,
                           destination: str) -> None:
-    exchange, key = common.parse_destination(destination) if destination else ("", "")
+    exchange, key = queues.parse_destination(destination) if destination else ("", "")
     message_id = message.message_id or generated_id
     try:
         expected = pika_frames(channel, exchange, key, message, message_id, body_max)

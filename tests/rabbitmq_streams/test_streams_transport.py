@@ -23,7 +23,7 @@ from ackbridge.testing.faults import faults
 from ackbridge.testing.harness import eventually
 from ackbridge.testing.proxy import FaultProxy
 from ackbridge.urls import parse_url
-from ackbridge_rabbitmq_streams.endpoint import Endpoint
+from ackbridge_rabbitmq_streams.options import Endpoint
 from tests.rabbitmq_streams.streams import URL, StreamAdmin
 
 pytestmark = pytest.mark.rabbitmq_streams

@@ -81,7 +81,7 @@ def rabbit_restart(issuing: Hook, down: Hook) -> None:
 
 
 def _rabbit(queue_type: str) -> Target:
-    from ackbridge_rabbitmq.common import CLASSIC, QUORUM
+    from ackbridge_rabbitmq.capabilities import CLASSIC, QUORUM
     from tests.rabbitmq.harness import RabbitHarness
 
     harness = RabbitHarness(queue_type)
@@ -153,7 +153,7 @@ def _nats() -> Target:
 
 
 def _embedded() -> Target:
-    from ackbridge_local.transport import CAPABILITIES
+    from ackbridge_local.capabilities import CAPABILITIES
     from tests.local.harness import LocalHarness
 
     directory = Path(tempfile.mkdtemp(prefix="scoreboard-pub-"))

@@ -11,6 +11,7 @@ in the core.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -25,6 +26,9 @@ from ackbridge.urls import BrokerURL
 
 _QUEUES: dict[str, deque[OutboundMessage]] = {}
 _LOCK = threading.Lock()
+#: Messages handed out before and not settled for good, by id(): held here, so no id is reused meanwhile.
+_REDELIVERED: dict[int, OutboundMessage] = {}
+_TRANSPORTS: weakref.WeakSet[MemoryTransport] = weakref.WeakSet()
 
 CAPABILITIES = Capabilities(
     broker="memory",
@@ -50,6 +54,10 @@ class MemoryTransport(SyncTransport):
         self._tag = 0
         self._generation = 1
         self._in_flight: dict[int, tuple[str, OutboundMessage]] = {}
+        self._subs: dict[str, tuple[str, int]] = {}
+        self._owner: dict[int, str] = {}
+        with _LOCK:
+            _TRANSPORTS.add(self)
 
     @property
     def generation(self) -> int:
@@ -59,51 +67,90 @@ class MemoryTransport(SyncTransport):
         pass
 
     def close(self) -> None:
+        self._subs.clear()
         self._return_in_flight()
-
-    def _return_in_flight(self) -> None:
         with _LOCK:
-            for source, message in self._in_flight.values():
-                _QUEUES.setdefault(source, deque()).appendleft(message)
-            self._in_flight.clear()
+            _TRANSPORTS.discard(self)
+        _pump_all()
+
+    def _return_in_flight(self, subscription: str | None = None) -> None:
+        with _LOCK:
+            for tag in sorted(self._in_flight, reverse=True):
+                if subscription is None or self._owner.get(tag) == subscription:
+                    source, message = self._in_flight.pop(tag)
+                    self._owner.pop(tag, None)
+                    _REDELIVERED[id(message)] = message
+                    _QUEUES.setdefault(source, deque()).appendleft(message)
+
+    def _pump(self) -> None:
+        while True:
+            batch = []
+            with _LOCK:
+                for subscription, (source, prefetch) in list(self._subs.items()):
+                    held = sum(1 for s in self._owner.values() if s == subscription)
+                    queue = _QUEUES.setdefault(source, deque())
+                    while held < prefetch and queue:
+                        message = queue.popleft()
+                        self._tag += 1
+                        self._in_flight[self._tag] = (source, message)
+                        self._owner[self._tag] = subscription
+                        batch.append((subscription, self._tag, source, message, id(message) in _REDELIVERED))
+                        held += 1
+                generation = self._generation
+            if not batch:
+                return
+            for subscription, tag, source, message, again in batch:
+                self.events.deliver(subscription, InboundMessage(
+                    wire_tag=tag, generation=generation, body=message.body, source=source,
+                    headers=message.headers, message_id=message.message_id, redelivered=again))
 
     def sever(self, reason: str) -> None:
         """The fault seam's cut: deliveries return, their generation ends."""
         self._return_in_flight()
         ended, self._generation = self._generation, self._generation + 1
         self.events.generation_ended(ended, reason)
+        _pump_all()
 
     def declare_queue(self, name: str, *, dead_letter: bool = True) -> None:
         with _LOCK:
             _QUEUES.setdefault(name, deque())
 
     def subscribe(self, subscription: str, source: str, *, prefetch: int) -> None:
-        # Deliver what is queued now (enough for an example).
         with _LOCK:
-            queue = _QUEUES.setdefault(source, deque())
-            batch = [queue.popleft() for _ in range(min(prefetch, len(queue)))]
-        for message in batch:
-            self._tag += 1
-            self._in_flight[self._tag] = (source, message)
-            self.events.deliver(subscription, InboundMessage(
-                wire_tag=self._tag, generation=self._generation, body=message.body, source=source,
-                headers=message.headers, message_id=message.message_id))
+            self._subs[subscription] = (source, prefetch)
+        self._pump()
 
     def unsubscribe(self, subscription: str) -> None:
-        pass
+        with _LOCK:
+            self._subs.pop(subscription, None)
+        self._return_in_flight(subscription)
+        _pump_all()
 
     def settle(self, ops: Sequence[WireSettle]) -> None:
         with _LOCK:
             check_ops(ops, self._generation)  # the core's stale rule, re-checked where the race is decided
             for op in ops:
                 source, message = self._in_flight.pop(int(op.wire_tag))  # type: ignore[call-overload]
+                self._owner.pop(int(op.wire_tag), None)  # type: ignore[call-overload]
                 if op.verb is WireVerb.REQUEUE:
+                    _REDELIVERED[id(message)] = message
                     _QUEUES[source].appendleft(message)
+                else:
+                    _REDELIVERED.pop(id(message), None)
+        _pump_all()
 
     def publish(self, seq: int, destination: str, message: OutboundMessage) -> None:
         with _LOCK:
             _QUEUES.setdefault(destination, deque()).append(message)
         self.events.confirm(seq, CONFIRMED)
+        _pump_all()
+
+
+def _pump_all() -> None:
+    with _LOCK:
+        transports = list(_TRANSPORTS)
+    for transport in transports:
+        transport._pump()
 
 
 @hookimpl

@@ -14,8 +14,8 @@ from concurrent.futures import Future
 from typing import TypeVar
 
 from ackbridge.transport import ThreadedAsyncTransport
+from ackbridge_amqp10.connection import Amqp10Transport
 from ackbridge_amqp10.options import OPTIONS
-from ackbridge_amqp10.transport import Amqp10Transport
 
 T = TypeVar("T")
 

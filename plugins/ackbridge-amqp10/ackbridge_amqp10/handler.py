@@ -21,7 +21,7 @@ from ackbridge_amqp10.links import close_link
 from ackbridge_amqp10.peer_text import remote_condition, transport_condition
 
 if TYPE_CHECKING:
-    from ackbridge_amqp10.transport import Amqp10Transport
+    from ackbridge_amqp10.connection import Amqp10Transport
 
 
 class _EndpointState(EndpointStateHandler):
@@ -111,7 +111,7 @@ class Handler(MessagingHandler):
         ended = event.session
         condition = remote_condition(ended) or Condition("amqp:session:ended", "session ended by the broker")
         receiving, sending = self.t.receiving, self.t.sending
-        links = [*receiving.receivers, *receiving.inboxes, *self.t.waiters, *sending.by_link]
+        links = [*receiving.receivers, *receiving.inboxes, *self.t.wire.waiters, *sending.by_link]
         for link in {id(k): k for k in links if k.session == ended}.values():
             self._link_gone(link, condition)
         if not ended.state & Endpoint.LOCAL_CLOSED:
@@ -128,7 +128,7 @@ class Handler(MessagingHandler):
                 return  # a null source means refused: the detach with its condition follows
         elif link.remote_target is None or not link.remote_target.address:
             return
-        waiter = self.t.waiters.pop(link, None)
+        waiter = self.t.wire.waiters.pop(link, None)
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
         if link.is_receiver:
@@ -142,7 +142,7 @@ class Handler(MessagingHandler):
 
     def _link_gone(self, link: Any, condition: Any) -> None:
         t = self.t
-        waiter = t.waiters.pop(link, None)
+        waiter = t.wire.waiters.pop(link, None)
         if waiter is not None and not waiter.done():
             what = "source" if link.is_receiver else "target"
             address = link.source.address if link.is_receiver else link.target.address

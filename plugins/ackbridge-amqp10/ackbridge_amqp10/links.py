@@ -1,11 +1,15 @@
-"""Small rules about proton links and sessions shared by the receive and send sides
-(all called on the container thread)."""
+"""What the receive and send sides share: the connection's state (:class:`Wire`)
+and small rules about proton links and sessions (all on the container thread)."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any
 
 from proton import Endpoint
+
+from ackbridge.errors import ConnectionLostError
 
 
 def session(conn: Any) -> Any:
@@ -38,3 +42,22 @@ def reply_address(source: str) -> str:
     if source.startswith("/queue/"):
         return "/amq/queue/" + source[len("/queue/"):]
     return source
+
+
+@dataclass(eq=False)
+class Wire:
+    """The connection's state the transport and its parts share (container thread
+    only, except reading ``live``): what the parts need of the connection, and no more."""
+
+    what: str  # the redacted URL, for errors
+    conn: Any = None
+    generation: int = 0
+    #: The generation whose settlements may go out; None while (re)connecting.
+    live: int | None = None
+    closing: bool = False
+    waiters: dict[Any, Future[Any]] = field(default_factory=dict)  # link -> future completed by its attach
+
+    def require_conn(self) -> Any:
+        if self.conn is None or self.live is None:
+            raise ConnectionLostError(f"{self.what}: not connected (reconnecting)")
+        return self.conn

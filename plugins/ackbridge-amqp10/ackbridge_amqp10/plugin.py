@@ -8,7 +8,7 @@ from ackbridge.hookspecs import hookimpl
 from ackbridge.plugins import AdapterSpec
 from ackbridge_amqp10.aio import Amqp10AsyncTransport
 from ackbridge_amqp10.capabilities import GENERIC, RABBITMQ
-from ackbridge_amqp10.transport import Amqp10Transport
+from ackbridge_amqp10.connection import Amqp10Transport
 
 
 @hookimpl
@@ -20,5 +20,7 @@ def ackbridge_register_adapters(register: Callable[[AdapterSpec], None]) -> None
         async_transport=Amqp10AsyncTransport,
         capabilities=RABBITMQ,
         description="AMQP 1.0 (python-qpid-proton): amqp10://user:pass@host:5672, amqp10s:// for TLS",
+        messaging_system="amqp",
+        client_loggers=("proton",),
         variants=(GENERIC,),
     ))

@@ -12,21 +12,20 @@ from __future__ import annotations
 import itertools
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from proton import Condition, Delivery, Endpoint
 
-from ackbridge.capabilities import Verb
 from ackbridge.kernel.backoff import Backoff
 from ackbridge.messages import WireSettle, WireVerb
+from ackbridge.transport import TransportEvents
 from ackbridge_amqp10 import codec
-from ackbridge_amqp10.links import close_link, reply_address, session
-
-if TYPE_CHECKING:
-    from ackbridge_amqp10.transport import Amqp10Transport
+from ackbridge_amqp10.container import ContainerThread
+from ackbridge_amqp10.errors import broker_error
+from ackbridge_amqp10.links import Wire, close_link, reply_address, session
 
 log = logging.getLogger("ackbridge.amqp10")
 
@@ -71,10 +70,24 @@ class Inbox:
 
 
 class Receiving:
-    """Subscriptions and the reply inbox of one transport (container thread only)."""
+    """Subscriptions and the reply inbox of one transport (container thread only).
 
-    def __init__(self, transport: Amqp10Transport) -> None:
-        self.t = transport
+    It is given what it needs: the connection's state (*wire*), the container
+    thread, the core's events, and how to describe a peer's condition.
+    *count_header*: read the delivery count (the table declares it);
+    :attr:`modified`: requeue with 'modified' (set once the peer said it is safe)."""
+
+    def __init__(self, wire: Wire, container: ContainerThread, events: TransportEvents, *,
+                 describe: Callable[[Any], str], reconnect_max_delay: float, inbox_template: str,
+                 count_header: bool) -> None:
+        self._wire = wire
+        self._container = container
+        self._events = events
+        self._describe = describe
+        self._reconnect_max_delay = reconnect_max_delay
+        self._inbox_template = inbox_template
+        self._count_header = count_header
+        self.modified = False
         self.subs: dict[str, Sub] = {}
         self.receivers: dict[Any, Sub] = {}  # receiver link -> its subscription
         self.inboxes: dict[Any, Inbox] = {}  # receiver link -> the inbox
@@ -82,34 +95,33 @@ class Receiving:
         self._tags = itertools.count(1)
         # tag -> (proton delivery, its subscription, the receiver link it came on)
         self._deliveries: dict[int, tuple[Any, Sub, Any]] = {}
-        self._count_header_of: tuple[Any, bool] = (None, False)
 
     # ---- subscriptions -------------------------------------------------------------
     def subscribe(self, subscription: str, source: str, prefetch: int, future: Future[None]) -> None:
         codec.check_address(source)  # raised through the future to either face
-        self.t.require_conn()
-        sub = Sub(subscription, source, prefetch, Backoff(self.t.settings.reconnect_max_delay), attached=future)
+        self._wire.require_conn()
+        sub = Sub(subscription, source, prefetch, Backoff(self._reconnect_max_delay), attached=future)
         self.subs[subscription] = sub
 
         def failed(f: Future[None]) -> None:
             if f.cancelled() or f.exception() is not None:
-                self.t.container.submit(lambda: self.drop(sub))
+                self._container.submit(lambda: self.drop(sub))
 
         future.add_done_callback(failed)
         self.attach(sub)
 
     def attach(self, sub: Sub) -> None:
-        conn, container = self.t.conn, self.t.container.container
+        conn, container = self._wire.conn, self._container.container
         if conn is None or container is None:
             return
-        receiver = container.create_receiver(session(conn), sub.source, name=f"{sub.name}-g{self.t.generation}")
+        receiver = container.create_receiver(session(conn), sub.source, name=f"{sub.name}-g{self._wire.generation}")
         receiver.flow(sub.prefetch)
         sub.held = 0
         sub.credit = sub.prefetch
         sub.receiver = receiver
         self.receivers[receiver] = sub
         if sub.attached is not None and not sub.attached.done():
-            self.t.waiters[receiver] = sub.attached
+            self._wire.waiters[receiver] = sub.attached
 
     def reattach_all(self) -> None:
         """After a (re)connect: every subscription and the inbox on the new connection."""
@@ -154,8 +166,8 @@ class Receiving:
             sub.receiver = None
         for tag in [t for t, (_, _s, r) in self._deliveries.items() if r == link]:
             del self._deliveries[tag]
-        live = self.t.live
-        if self.subs.get(sub.name) is not sub or self.t.closing or live is None:
+        live = self._wire.live
+        if self.subs.get(sub.name) is not sub or self._wire.closing or live is None:
             return
         attached = sub.attached
         if attached is not None and attached.done() and (attached.cancelled() or attached.exception() is not None):
@@ -163,13 +175,13 @@ class Receiving:
             return
         # The broker detached a live subscription (e.g. the queue was deleted): try again later.
         log.warning("amqp10 subscription %s on %r detached by the broker: %s", sub.name, sub.source,
-                    self.t.describe(condition))
+                    self._describe(condition))
 
         def again() -> None:
-            if self.subs.get(sub.name) is sub and sub.receiver is None and self.t.live == live:
+            if self.subs.get(sub.name) is sub and sub.receiver is None and self._wire.live == live:
                 self.attach(sub)
 
-        self.t.container.schedule(sub.backoff.next_delay(), again)
+        self._container.schedule(sub.backoff.next_delay(), again)
 
     # ---- deliveries ----------------------------------------------------------------
     def transfer(self, receiver: Any, delivery: Any, raw: bytes) -> None:
@@ -178,7 +190,7 @@ class Receiving:
             self._reply(receiver, delivery, raw)
             return
         sub = self.receivers.get(receiver)
-        live = self.t.live
+        live = self._wire.live
         if sub is None or live is None or sub.receiver != receiver:
             # A late transfer on a link we are closing: give it back.
             delivery.update(Delivery.RELEASED)
@@ -203,7 +215,7 @@ class Receiving:
         # and apply() gives credit back only while `sub.receiver is` the one it came on.
         self._deliveries[tag] = (delivery, sub, sub.receiver)
         sub.held += 1
-        self.t.events.deliver(sub.name, inbound)
+        self._events.deliver(sub.name, inbound)
 
     def _undecodable(self, sub: Sub, delivery: Any, exc: Exception) -> None:
         """A transfer that is not an AMQP message: it can never be delivered, and
@@ -216,19 +228,11 @@ class Receiving:
         delivery.settle()
         self._grant(sub)
 
-    @property
-    def _count_header(self) -> bool:
-        # Read per message: the capability table is refined once connected.
-        caps = self.t.capabilities
-        if caps is not self._count_header_of[0]:
-            self._count_header_of = (caps, caps.support(Verb.DELIVERY_COUNT).available)
-        return self._count_header_of[1]
-
     def apply(self, ops: Sequence[WireSettle]) -> None:
         """Put settlements on the wire. An op whose generation is not the live one
         lost the race with a connection loss: it is dropped, never applied."""
-        live = self.t.live
-        modified = self.t.modified_safe and self.t.peer == "generic"
+        live = self._wire.live
+        modified = self.modified
         # Credit counted per subscription (hashed by identity) rather than per proton
         # Link wrapper, whose hash is a Python call into the C binding.
         credit: dict[Sub, int] = {}
@@ -268,18 +272,18 @@ class Receiving:
 
     # ---- the reply inbox -----------------------------------------------------------
     def open_inbox(self, future: Future[str]) -> None:
-        self.t.require_conn()
+        self._wire.require_conn()
         if self.inbox is not None:
             future.set_result(self.inbox.address)
             return
-        template = self.t.inbox_template
+        template = self._inbox_template
         dynamic = template == "dynamic"
         source = "" if dynamic else template.replace("{id}", uuid.uuid4().hex)
         inbox = Inbox(reply_address(source), dynamic, source=source, attached=future)
 
         def failed(f: Future[str]) -> None:
             if f.cancelled() or f.exception() is not None:
-                self.t.container.submit(lambda: self._drop_inbox(inbox))
+                self._container.submit(lambda: self._drop_inbox(inbox))
 
         future.add_done_callback(failed)
         self.inbox = inbox
@@ -293,7 +297,7 @@ class Receiving:
             close_link(inbox.receiver)
 
     def _attach_inbox(self, inbox: Inbox) -> None:
-        conn, container = self.t.conn, self.t.container.container
+        conn, container = self._wire.conn, self._container.container
         if conn is None or container is None:
             return
         name = f"inbox-{uuid.uuid4().hex[:12]}"
@@ -322,13 +326,14 @@ class Receiving:
         if inbox is None:
             return
         if inbox.attached is not None and not inbox.attached.done():
-            inbox.attached.set_exception(self.t.broker_error(f"the broker refused the reply inbox: {refusal}"))
+            refused = broker_error(self._wire.what, f"the broker refused the reply inbox: {refusal}")
+            inbox.attached.set_exception(refused)
         if inbox.receiver == link:
             inbox.receiver = None
 
     def _reply(self, receiver: Any, delivery: Any, raw: bytes) -> None:
         try:
-            inbound = codec.from_bytes(raw, wire_tag=0, generation=self.t.live or self.t.generation,
+            inbound = codec.from_bytes(raw, wire_tag=0, generation=self._wire.live or self._wire.generation,
                                        source=self.inbox.address if self.inbox else "", count_header=False)
         except Exception as exc:
             log.warning("amqp10 reply inbox: cannot decode a reply (%s: %s); rejected", type(exc).__name__, exc)
@@ -339,4 +344,4 @@ class Receiving:
         delivery.settle()
         receiver.flow(1)
         if inbound is not None:
-            self.t.events.reply(inbound)
+            self._events.reply(inbound)

@@ -11,21 +11,21 @@ connection goes first.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cproton import pn_delivery as _pn_delivery  # type: ignore[import-untyped]  # proton's C binding ships no types
 from proton import Delivery
 
 from ackbridge.errors import ConnectionLostError, InvalidOptionError
 from ackbridge.messages import CONFIRMED, ConfirmOutcome, OutboundMessage, refused, unknown, unsent
+from ackbridge.transport import TransportEvents
 from ackbridge.transport.text import CheckedOnce
 from ackbridge_amqp10 import codec
-from ackbridge_amqp10.links import close_link, session
+from ackbridge_amqp10.container import ContainerThread
+from ackbridge_amqp10.links import Wire, close_link, session
 from ackbridge_amqp10.peer_text import disposition_condition
-
-if TYPE_CHECKING:
-    from ackbridge_amqp10.transport import Amqp10Transport
 
 
 @dataclass(eq=False)
@@ -39,10 +39,16 @@ class Out:
 
 
 class Sending:
-    """Sender links and unconfirmed publishes of one transport."""
+    """Sender links and unconfirmed publishes of one transport. It is given the
+    connection's state, the container thread, the core's events and how to
+    describe a peer's condition."""
 
-    def __init__(self, transport: Amqp10Transport, max_links: int) -> None:
-        self.t = transport
+    def __init__(self, wire: Wire, container: ContainerThread, events: TransportEvents, *,
+                 describe: Callable[[Any], str], max_links: int) -> None:
+        self._wire = wire
+        self._container = container
+        self._events = events
+        self._describe = describe
         self._max_links = max_links
         self._check_address = CheckedOnce(codec.check_address)
         # --- container thread only ---
@@ -52,7 +58,7 @@ class Sending:
 
     # ---- the publishing thread -----------------------------------------------------
     def publish(self, seq: int, destination: str, message: OutboundMessage) -> None:
-        events = self.t.events
+        events = self._events
         if not destination:
             events.confirm(seq, refused("no destination address given"))
             return
@@ -69,15 +75,15 @@ class Sending:
             events.confirm(seq, refused(f"cannot encode message: {type(exc).__name__}: {exc}"))
             return
         try:
-            self.t.container.submit(lambda: self.send(seq, destination, data))
+            self._container.submit(lambda: self.send(seq, destination, data))
         except ConnectionLostError as exc:
             events.confirm(seq, unknown(str(exc)))
 
     # ---- the container thread ------------------------------------------------------
     def send(self, seq: int, destination: str, data: bytes) -> None:
-        t = self.t
-        if t.conn is None or t.live is None or t.closing:
-            t.events.confirm(seq, unsent("not connected (closing or reconnecting); nothing was sent"))
+        wire = self._wire
+        if wire.conn is None or wire.live is None or wire.closing:
+            self._events.confirm(seq, unsent("not connected (closing or reconnecting); nothing was sent"))
             return
         out = self.outs.get(destination)
         if out is None:
@@ -93,7 +99,7 @@ class Sending:
         link.advance()
 
     def _open(self, address: str) -> Out:
-        container = self.t.container.container
+        container = self._container.container
         assert container is not None
         if len(self.outs) >= self._max_links:
             for addr, old in list(self.outs.items()):
@@ -103,7 +109,7 @@ class Sending:
                     close_link(old.link)
                     if len(self.outs) < self._max_links:
                         break
-        link = container.create_sender(session(self.t.conn), address, name=f"out-{uuid.uuid4().hex[:12]}")
+        link = container.create_sender(session(self._wire.conn), address, name=f"out-{uuid.uuid4().hex[:12]}")
         out = Out(address, link)
         self.outs[address] = out
         self.by_link[link] = out
@@ -130,7 +136,7 @@ class Sending:
         if state == Delivery.ACCEPTED:
             result = CONFIRMED
         elif state == Delivery.REJECTED:
-            reason = self.t.describe(disposition_condition(delivery.remote))
+            reason = self._describe(disposition_condition(delivery.remote))
             result = refused(f"rejected by the broker: {reason}")
         elif state == Delivery.RELEASED:
             result = refused("released by the broker (not delivered to any queue)")
@@ -144,14 +150,14 @@ class Sending:
         del out.pending[seq]
         del self._seq_out[seq]
         delivery.settle()
-        self.t.events.confirm(seq, result)
+        self._events.confirm(seq, result)
 
     def _fail(self, out: Out, result: ConfirmOutcome) -> None:
         pending, out.pending = list(out.pending), {}
         for seq in pending:
             self._seq_out.pop(seq, None)
         if pending:
-            self.t.events.confirm_batch([(seq, result) for seq in pending])
+            self._events.confirm_batch([(seq, result) for seq in pending])
 
     def fail_all(self, reason: str) -> None:
         """The connection is ending: every unconfirmed publish is unknown."""
@@ -167,7 +173,7 @@ class Sending:
             return
         if self.outs.get(out.address) is out:
             del self.outs[out.address]
-        reason = self.t.describe(condition)
+        reason = self._describe(condition)
         if not out.credited and condition is not None:
             # Refused at attach: no credit was ever granted, so nothing was transferred.
             self._fail(out, refused(f"the broker refused the link to {out.address!r}: {reason}"))

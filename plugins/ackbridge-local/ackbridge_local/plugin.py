@@ -6,7 +6,8 @@ from collections.abc import Callable
 
 from ackbridge.hookspecs import hookimpl
 from ackbridge.plugins import AdapterSpec
-from ackbridge_local.transport import CAPABILITIES, LocalTransport
+from ackbridge_local.capabilities import CAPABILITIES
+from ackbridge_local.connection import LocalTransport
 
 
 @hookimpl
@@ -16,5 +17,6 @@ def ackbridge_register_adapters(register: Callable[[AdapterSpec], None]) -> None
         schemes=("local",),
         sync_transport=LocalTransport,
         capabilities=CAPABILITIES,
+        messaging_system="ackbridge_local",
         description="embedded SQLite broker, local://PATH/TO/FILE.db (no server)",
     ))

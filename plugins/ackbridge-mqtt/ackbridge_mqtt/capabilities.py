@@ -55,6 +55,13 @@ TOPOLOGY = {
         "consumer using that session at that moment is taken over and reconnects"),
 }
 
+#: consume() and declare_queue() take MQTT topic filters (both protocol versions).
+SOURCE_PATTERNS = (
+    "MQTT topic filters: '+' matches one level, '#' the rest (e.g. 'sensors/+/temp', 'sensors/#'); the filter's "
+    "persistent session (id derived from the filter, or client_id) subscribes to it, so it keeps what matches "
+    "while no consumer runs; delivery.source is the filter and delivery.routing_key the topic; requeue and reject "
+    "copies go to the message's own topic (or retry_topic / dead_letter_topic built from it)")
+
 REJECT_V5 = RejectOutcome(
     RejectFate.DEAD_LETTERS,
     "a copy is published (QoS 1) to dead_letter_topic and the original PUBACKed once the broker confirms it; "
@@ -95,6 +102,7 @@ CAPABILITIES_V5 = Capabilities(
     topology=TOPOLOGY,
     confirm_durability=DURABILITY,
     reject_outcome=REJECT_V5,
+    source_patterns=SOURCE_PATTERNS,
     requeue_bound=("consume(max_deliveries=N) dead-letters a message delivered more than N times (the attempt "
                    "count travels with each requeued copy); retry_topic sends requeued copies to another topic"),
 )
@@ -125,6 +133,7 @@ CAPABILITIES_V311 = Capabilities(
     topology=TOPOLOGY,
     confirm_durability=DURABILITY,
     reject_outcome=REJECT_V311,
+    source_patterns=SOURCE_PATTERNS,
     requeue_bound=("MQTT 3.1.1 carries no delivery count, so max_deliveries is unsupported: reject a message "
                    "that was redelivered (delivery.redelivered) instead of requeueing it, or use protocol=5 and "
                    "consume(max_deliveries=N)"),

@@ -289,7 +289,7 @@ class NatsAsyncTransport(AsyncTransport):
 
         await client.subscribe(inbox, cb=on_reply)
 
-    # ---- fault seam (ackbridge.testing.faults); callable from any thread ----------------------
+    # ---- the declared fault seam (TransportBase); callable from any thread ----------------------
     def on_loop(self, fn: Callable[..., Any], *args: Any) -> None:
         call_on_loop(self.loop, fn, *args)
 

@@ -16,8 +16,6 @@ from typing import Any
 from rstream import constants, schema
 from rstream.client import Client
 
-from ackbridge_rabbitmq_streams.link import barrier
-
 #: The stream protocol numbers subscriptions per connection with one byte.
 MAX_SUBSCRIPTIONS = 256
 
@@ -37,6 +35,16 @@ class SubscriptionIds:
 
     def release(self, sub_id: int) -> None:
         self._used.discard(sub_id)
+
+
+async def barrier(client: Client, stream: str) -> None:
+    """A round trip on *client*'s connection: the broker answers it after
+    every frame it sent before (it handles one connection's commands in order,
+    and sends the chunks a subscribe makes available before its next answer).
+    The loop then runs once more so rstream's delivery tasks have handed them on."""
+    await client.stream_exists(stream)
+    for _ in range(5):
+        await asyncio.sleep(0)
 
 
 def offset_spec(kind: str | int) -> schema.OffsetSpec:

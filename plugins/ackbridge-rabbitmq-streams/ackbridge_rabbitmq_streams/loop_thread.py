@@ -1,8 +1,12 @@
-"""An asyncio event loop on a thread of its own, for the blocking faces over rstream.
+"""An asyncio event loop on a thread of its own, for the offset log over rstream.
 
 rstream is asyncio-only and its connection needs a running loop between calls
-(it answers heartbeats and reads frames as they come), so the blocking classes
-keep one loop running on a daemon thread and hand it coroutines.
+(it answers heartbeats and reads frames as they come), so the blocking
+:class:`~ackbridge_rabbitmq_streams.offset_log.StreamOffsetLog` keeps one loop
+running on a daemon thread and hands it coroutines. (The blocking transport
+uses the core's :class:`~ackbridge.transport.loop_thread.LoopThreadTransport`;
+that module offers a sync *transport* over an async one, not a bare loop that
+an offset log, which is no transport, could use.)
 """
 
 from __future__ import annotations

@@ -30,27 +30,19 @@ from rstream import exceptions as rx
 from rstream.client import Client
 
 from ackbridge.errors import AckbridgeError, BrokerError, ConnectionLostError, InvalidOptionError
-from ackbridge.options import CONNECTION_OPTIONS, ConnectionSettings, OptionSpec, resolve_options
+from ackbridge.options import CONNECTION_OPTIONS, ConnectionSettings, resolve_options
 from ackbridge.transport.offset_log import LogRecord, OffsetLog, OffsetRange
 from ackbridge.urls import BrokerURL
 from ackbridge_rabbitmq_streams import codec
 from ackbridge_rabbitmq_streams.chunks import ChunkSubscription, SubscriptionIds, chunk_end, edge_chunk, records
 from ackbridge_rabbitmq_streams.chunks import offset_spec as spec_of
-from ackbridge_rabbitmq_streams.endpoint import Endpoint
+from ackbridge_rabbitmq_streams.connection import close_client, open_client
 from ackbridge_rabbitmq_streams.errors import stream_error
-from ackbridge_rabbitmq_streams.link import close_client, open_client
 from ackbridge_rabbitmq_streams.loop_thread import LoopThread
 from ackbridge_rabbitmq_streams.naming import check_name
+from ackbridge_rabbitmq_streams.options import LOG_OPTIONS, Endpoint
 
 T = TypeVar("T")
-
-LOG_OPTIONS = (
-    OptionSpec("read_timeout", float, 30.0, "seconds read() waits for the next chunk of a range before it "
-               "raises (a range past the last committed message waits for it)", lambda v: v > 0, "must be > 0"),
-    OptionSpec("read_credit", int, 4, "chunks the broker may send ahead of the reader",
-               lambda v: 1 <= v <= 1000, "must be 1..1000"),
-)
-
 
 def _sources(source: str) -> list[str]:
     names = [name.strip() for name in source.split(",")]
@@ -64,7 +56,7 @@ class StreamOffsetLog(OffsetLog):
     connection raises :class:`~ackbridge.errors.ConnectionLostError` once; the
     next call opens a new one."""
 
-    def __init__(self, endpoint: Endpoint, *, read_timeout: float = 30.0, read_credit: int = 4) -> None:
+    def __init__(self, endpoint: Endpoint, *, read_timeout: float, read_credit: int) -> None:
         self._endpoint = endpoint
         self._read_timeout = read_timeout
         self._read_credit = read_credit

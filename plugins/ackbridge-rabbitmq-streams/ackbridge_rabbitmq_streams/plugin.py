@@ -6,11 +6,10 @@ from collections.abc import Callable
 
 from ackbridge.hookspecs import hookimpl
 from ackbridge.plugins import AdapterSpec
-from ackbridge_rabbitmq_streams.async_transport import StreamAsyncTransport
 from ackbridge_rabbitmq_streams.capabilities import CAPABILITIES
-from ackbridge_rabbitmq_streams.endpoint import SCHEME, TLS_SCHEME
+from ackbridge_rabbitmq_streams.connection import StreamAsyncTransport, StreamSyncTransport
 from ackbridge_rabbitmq_streams.offset_log import open_stream_log
-from ackbridge_rabbitmq_streams.sync_transport import StreamSyncTransport
+from ackbridge_rabbitmq_streams.options import SCHEME, TLS_SCHEME
 
 
 @hookimpl
@@ -22,5 +21,7 @@ def ackbridge_register_adapters(register: Callable[[AdapterSpec], None]) -> None
         async_transport=StreamAsyncTransport,
         capabilities=CAPABILITIES,
         offset_log=open_stream_log,
+        messaging_system="rabbitmq",
+        client_loggers=("rstream",),
         description="RabbitMQ streams via rstream, rabbitmq-stream[+tls]://user:pass@host:5552/vhost",
     ))

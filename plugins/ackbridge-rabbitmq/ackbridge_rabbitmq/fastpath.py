@@ -1,4 +1,4 @@
-"""The guard around the sync side's use of pika internals (the "fast path").
+"""The guard around the transport's use of pika internals (the "fast path").
 
 ``coalescing.py`` (one socket write per batch of publishes, frames built by
 ``frames.py``) and ``deliveries.py`` (whole small deliveries decoded past pika's
@@ -11,7 +11,7 @@ own path) for :data:`PIKA_VERSION`.
 At import this module checks the installed pika's version and that every
 method and attribute the fast path needs is there (:func:`check`). If either
 check fails, or ``ACKBRIDGE_PIKA_FAST_PATH=0`` is set (read when a connection
-opens), the sync transport uses plain ``pika.SelectConnection`` and
+opens), the transport uses plain ``pika.SelectConnection`` and
 ``Channel.basic_publish``: pika's public path, slower but not tied to one
 release. The conformance suite runs with the fallback forced
 (tests/rabbitmq/test_conformance_rabbitmq_public_path.py).

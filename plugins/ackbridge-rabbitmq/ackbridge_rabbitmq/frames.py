@@ -18,7 +18,7 @@ import pika
 from pika import spec
 
 from ackbridge.messages import OutboundMessage
-from ackbridge_rabbitmq import common
+from ackbridge_rabbitmq.codec import property_fields
 
 _ENVELOPE = struct.Struct(">BHI")  # frame type, channel, payload size
 _FRAME_END = b"\xce"
@@ -60,13 +60,13 @@ def _short(value: str) -> bytes:
 
 def content_header(message: OutboundMessage, message_id: str) -> bytes:
     """Payload of the content header frame for *message* (properties as
-    :func:`ackbridge_rabbitmq.common.property_fields` maps them).
+    :func:`ackbridge_rabbitmq.codec.property_fields` maps them).
 
     Raises for a message the wire cannot carry (InvalidOptionError for a float
     header, ValueError/OverflowError/struct.error/pika's own errors otherwise)."""
     body_size = len(message.body)
     if message.headers:
-        props = pika.BasicProperties(**common.property_fields(message, message_id))
+        props = pika.BasicProperties(**property_fields(message, message_id))
         return _HEADER_START.pack(60, body_size) + b"".join(props.encode())
     flags = _DELIVERY_MODE | _MESSAGE_ID
     pieces = []

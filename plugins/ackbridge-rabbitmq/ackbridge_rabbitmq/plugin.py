@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 from ackbridge.hookspecs import hookimpl
 from ackbridge.plugins import AdapterSpec
-from ackbridge_rabbitmq.common import CLASSIC, QUORUM
-from ackbridge_rabbitmq.transport import RabbitSyncTransport
+from ackbridge_rabbitmq.capabilities import CLASSIC, QUORUM
+from ackbridge_rabbitmq.connection import RabbitSyncTransport
 
 
 @hookimpl
@@ -19,4 +19,6 @@ def ackbridge_register_adapters(register: Callable[[AdapterSpec], None]) -> None
         capabilities=CLASSIC,
         description="RabbitMQ over AMQP 0-9-1, amqp://user:pass@host:5672/vhost (queue_type=classic|quorum)",
         variants=(QUORUM,),
+        messaging_system="rabbitmq",
+        client_loggers=("pika",),
     ))

@@ -1,4 +1,4 @@
-"""The sync transport's publishing: one confirm-mode channel per connection.
+"""Sending: publishes and their confirms, on one confirm-mode channel per connection.
 
 Publishes are handed to the I/O thread in batches (a lock-free deque plus at
 most one pending wake-up), so many publishes cost one cross-thread hop. Each
@@ -23,13 +23,15 @@ from pika.channel import Channel
 
 from ackbridge.errors import AckbridgeError, ConnectionLostError
 from ackbridge.messages import ConfirmOutcome, OutboundMessage, refused, unsent
-from ackbridge_rabbitmq import common, frames
+from ackbridge_rabbitmq import frames
+from ackbridge_rabbitmq.codec import property_fields
 from ackbridge_rabbitmq.confirms import ConfirmTracker
 from ackbridge_rabbitmq.errors import describe
-from ackbridge_rabbitmq.sync_io import Fut, emit_confirms
+from ackbridge_rabbitmq.io_thread import Fut, emit_confirms
+from ackbridge_rabbitmq.queues import parse_destination
 
 if TYPE_CHECKING:
-    from ackbridge_rabbitmq.sync_transport import RabbitSyncTransport
+    from ackbridge_rabbitmq.connection import Link
 
 log = logging.getLogger("ackbridge.rabbitmq")
 
@@ -61,8 +63,8 @@ def oversized_header(size: int, frame_max: int) -> str | None:
 class Publishing:
     """Publishes, their confirm tracking and the publish channel of one transport."""
 
-    def __init__(self, transport: RabbitSyncTransport, id_prefix: str) -> None:
-        self.transport = transport
+    def __init__(self, link: Link, id_prefix: str) -> None:
+        self._link = link
         self.channel: Channel | None = None
         self.tracker = ConfirmTracker()
         self._outq: deque[_Queued] = deque()
@@ -72,44 +74,44 @@ class Publishing:
         self._id_prefix = id_prefix
 
     def _emit(self, outcomes: list[tuple[int, ConfirmOutcome]]) -> None:
-        emit_confirms(self.transport.events, outcomes)
+        emit_confirms(self._link.events, outcomes)
 
     # ---- any thread ------------------------------------------------------------------
     def publish(self, seq: int, destination: str, message: OutboundMessage) -> None:
-        transport = self.transport
-        state = transport.state
+        link = self._link
+        state = link.state
         if state != "open":
             if state == "reconnecting":
-                raise ConnectionLostError(f"publish: {transport.url.redacted} is reconnecting; nothing was sent")
-            raise ConnectionLostError(f"publish: {transport.url.redacted} is not connected; nothing was sent")
+                raise ConnectionLostError(f"publish: {link.where} is reconnecting; nothing was sent")
+            raise ConnectionLostError(f"publish: {link.where} is not connected; nothing was sent")
         if not destination:
-            transport.events.confirm(seq, refused("no destination given"))
+            link.events.confirm(seq, refused("no destination given"))
             return
-        exchange, key = common.parse_destination(destination)
+        exchange, key = parse_destination(destination)
         message_id = message.message_id or f"{self._id_prefix}{seq}"
         try:
-            if transport.fast_path:
+            if link.fast_path:
                 route: Any = frames.publish_method(exchange, key)
                 header: Any = frames.content_header(message, message_id)
                 header_size = len(header)
             else:
                 route = (exchange, key)
-                header = pika.BasicProperties(**common.property_fields(message, message_id))
+                header = pika.BasicProperties(**property_fields(message, message_id))
                 header_size = 12 + sum(map(len, header.encode()))  # raises here, not inside the I/O loop
         except AckbridgeError:
             raise  # a float header: the caller's mistake, raised as before
         except Exception as exc:
-            transport.events.confirm(seq, refused(f"could not encode the message for AMQP 0-9-1: {describe(exc)}"))
+            link.events.confirm(seq, refused(f"could not encode the message for AMQP 0-9-1: {describe(exc)}"))
             return
-        too_big = oversized_header(header_size, transport.frame_max)
+        too_big = oversized_header(header_size, link.frame_max)
         if too_big is not None:
             # Sent, it would make the broker close the whole connection (501 FRAME_ERROR).
-            transport.events.confirm(seq, refused(too_big))
+            link.events.confirm(seq, refused(too_big))
             return
         self._outq.append((seq, route, header, message.body, message_id))
         if not self._wake_pending:
             self._wake_pending = True
-            transport.io.call_soon(self.drain)
+            link.io.call_soon(self.drain)
 
     def hold(self, hold: bool) -> None:
         """Fault seam: park publishes client-side (their confirms stay pending)
@@ -121,16 +123,17 @@ class Publishing:
                 self._requeue_backlog()
                 self.drain()
 
-        self.transport.io.call_soon(apply)
+        self._link.io.call_soon(apply)
 
     # ---- I/O thread ------------------------------------------------------------------
     def drain(self) -> None:
         self._wake_pending = False
         ch = self.channel
-        conn = self.transport.conn
+        link = self._link
+        conn = link.conn
         queue = self._outq
         if ch is None or conn is None or not ch.is_open or not conn.is_open or self._backlog or self._held:
-            if self.transport.state in ("lost", "closing", "closed"):
+            if link.state in ("lost", "closing", "closed"):
                 # Handed over while the connection was being lost, after its close
                 # callback had reported the unsent ones: no channel comes back for
                 # them, so they are unknown now (they used to wait for confirm_timeout).
@@ -140,7 +143,7 @@ class Publishing:
             while queue:
                 self._backlog.append(queue.popleft())
             return
-        if self.transport.fast_path:
+        if link.fast_path:
             # One socket write per batch instead of three per publish (coalescing.py).
             with conn.coalesce():
                 self._send_frames(conn, ch.channel_number, queue)
@@ -188,7 +191,7 @@ class Publishing:
         return lost + self.drop_unsent(f"{why} before the publish was sent")
 
     def open_channel(self, fut: Fut[None] | None) -> None:
-        conn = self.transport.conn
+        conn = self._link.conn
         if conn is None or not conn.is_open:
             return
 

@@ -1,26 +1,38 @@
-"""The asyncio transport: rstream on the caller's event loop.
+"""The connection: rstream clients, the transport's generations, lifecycle and topology.
 
 One stream connection per transport, its generation, and the reconnect loop;
-one :class:`~ackbridge_rabbitmq_streams.consuming.StreamConsumer` per
-subscription and one :class:`~ackbridge_rabbitmq_streams.publishing.StreamPublishers`.
-rstream's own recovery is not used: on a loss this transport ends the
-generation (pending confirms unknown), opens a new connection with the core's
-:class:`~ackbridge.kernel.backoff.Backoff` between attempts, and subscribes each
-consumer again after its stored offset.
+the consumers live in :mod:`ackbridge_rabbitmq_streams.receiving`, the
+publishers in :mod:`ackbridge_rabbitmq_streams.sending`. rstream's own
+recovery is not used: on a loss this transport ends the generation (pending
+confirms unknown), opens a new connection with the core's
+:class:`~ackbridge.kernel.backoff.Backoff` between attempts, and subscribes
+each consumer again after its stored offset.
+
+The plugin talks to rstream's client layer (``rstream.client.Client`` and the
+``rstream.schema`` frames, public modules) rather than its ``Producer`` and
+``Consumer``: those recover on their own, pick subscription ids and grant
+credit before a chunk is processed, where ackbridge needs each of those under
+its own control (generations, prefetch, exact offset ranges).
+
+The blocking face, :class:`StreamSyncTransport`, is :class:`StreamAsyncTransport`
+on an event loop of its own thread (rstream is asyncio-only); the hand-off lives
+in :mod:`ackbridge.transport.loop_thread`. ``unsubscribe`` is queued behind
+earlier acks there, so their offset is stored before the consumer ends.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
+import math
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from rstream import exceptions as rx
 from rstream.client import Client
+from rstream.utils import OnClosedErrorInfo
 
 from ackbridge.errors import AckbridgeError, ConnectionLostError
 from ackbridge.kernel.backoff import Backoff
@@ -28,20 +40,62 @@ from ackbridge.kernel.generations import check_ops
 from ackbridge.messages import OutboundMessage, WireSettle
 from ackbridge.transport import AsyncTransport, TransportEvents
 from ackbridge.transport.held_work import HeldWork
-from ackbridge.transport.loop_thread import call_on_loop
+from ackbridge.transport.loop_thread import LoopThreadTransport, call_on_loop
 from ackbridge.urls import BrokerURL
-from ackbridge_rabbitmq_streams import codec
 from ackbridge_rabbitmq_streams.capabilities import CAPABILITIES
 from ackbridge_rabbitmq_streams.chunks import SubscriptionIds
-from ackbridge_rabbitmq_streams.consuming import StreamConsumer
-from ackbridge_rabbitmq_streams.endpoint import Endpoint
 from ackbridge_rabbitmq_streams.errors import describe, stream_error
-from ackbridge_rabbitmq_streams.link import FRAME_MAX, close_client, open_client
+from ackbridge_rabbitmq_streams.log_filter import hide_credentials_in_frame_logs
 from ackbridge_rabbitmq_streams.naming import check_name
-from ackbridge_rabbitmq_streams.options import OPTIONS, StreamSettings
-from ackbridge_rabbitmq_streams.publishing import StreamPublishers
+from ackbridge_rabbitmq_streams.options import OPTIONS, Endpoint, StreamSettings
+from ackbridge_rabbitmq_streams.receiving import StreamConsumers
+from ackbridge_rabbitmq_streams.sending import StreamPublishers, prepare
 
 log = logging.getLogger("ackbridge.rabbitmq_streams")
+hide_credentials_in_frame_logs()
+
+#: rstream's own default; a chunk is delivered whole whatever this says.
+FRAME_MAX = 1024 * 1024
+#: Marks a client so rstream calls its closed handler (it only does so for
+#: clients that serve at least one stream).
+WATCHED = "ackbridge"
+
+
+async def open_client(endpoint: Endpoint, name: str,
+                      on_closed: Callable[[str], Awaitable[None] | None] | None = None) -> Client:
+    """A started, authenticated client; *on_closed(reason)* runs on the loop when
+    the connection ends without :func:`close_client`."""
+
+    async def closed(info: OnClosedErrorInfo) -> None:
+        if on_closed is not None:
+            result = on_closed(info.reason)
+            if result is not None:
+                await result
+
+    timeout = endpoint.connection.connect_timeout
+    heartbeat = endpoint.connection.heartbeat
+    client = Client(endpoint.host, endpoint.port, ssl_context=endpoint.tls, frame_max=FRAME_MAX,
+                    heartbeat=0 if heartbeat == 0 else max(1, math.ceil(heartbeat)), connection_name=name,
+                    connection_closed_handler=closed)
+    try:
+        await asyncio.wait_for(client.start(), timeout)
+        await asyncio.wait_for(
+            client.authenticate(endpoint.vhost, endpoint.username, endpoint.password.reveal()), timeout)
+    except (Exception, asyncio.CancelledError) as exc:
+        await close_client(client)
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        raise stream_error(exc, "connect", endpoint.url) from None
+    client.add_stream(WATCHED)
+    return client
+
+
+async def close_client(client: Client) -> None:
+    """Close *client* without waiting long for a broker that is gone; never raises."""
+    if client.is_connection_alive():
+        await client.remove_stream(WATCHED)
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(client.close(), 6)
 
 
 class StreamAsyncTransport(AsyncTransport):
@@ -54,8 +108,9 @@ class StreamAsyncTransport(AsyncTransport):
         self.stream_settings = StreamSettings.resolve(options)
         self.client: Client | None = None
         self.ids = SubscriptionIds()
-        self.consumers: dict[str, StreamConsumer] = {}
-        self.publishes = StreamPublishers(events.confirm, self.stream_settings.publisher_name, FRAME_MAX)
+        self.consumers = StreamConsumers(url, self.stream_settings, events.deliver)
+        self.publishes = StreamPublishers(events.confirm, self.stream_settings.publisher_name, FRAME_MAX,
+                                          self.spawn)
         self._generation = 0
         #: The generation whose connection was opened last.
         self._connected = 0
@@ -63,8 +118,6 @@ class StreamAsyncTransport(AsyncTransport):
         self._reconnecting: asyncio.Task[None] | None = None
         self.held = HeldWork(events, lambda: self._generation)
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._outbox: collections.deque[tuple[int, str, bytes, str | None]] = collections.deque()
-        self._sending = False
         self.name = f"ackbridge-{uuid.uuid4().hex[:12]}"
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -94,8 +147,7 @@ class StreamAsyncTransport(AsyncTransport):
         client = await open_client(self.endpoint, self.name, closed)
         self.client, self._connected, self.ids = client, generation, SubscriptionIds()
         self.publishes.start(client)
-        for consumer in list(self.consumers.values()):
-            await consumer.start(client, self.ids, generation)
+        await self.consumers.start_all(client, self.ids, generation)
 
     def _lost(self, generation: int, reason: str) -> None:
         """End *generation* (once): confirms unknown, consumers forgotten, reconnect if allowed."""
@@ -103,8 +155,7 @@ class StreamAsyncTransport(AsyncTransport):
             return
         client, self.client = self.client, None
         self.held.lost(reason)
-        for consumer in self.consumers.values():
-            consumer.lost()
+        self.consumers.lost()
         self.publishes.lost(reason)
         self._generation = generation + 1
         self.events.generation_ended(generation, reason)
@@ -150,9 +201,7 @@ class StreamAsyncTransport(AsyncTransport):
             self._reconnecting.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._reconnecting
-        for consumer in list(self.consumers.values()):
-            await consumer.stop()
-        self.consumers.clear()
+        await self.consumers.stop_all()
         client, self.client = self.client, None
         if client is not None:
             if self.publishes.pending:
@@ -184,68 +233,35 @@ class StreamAsyncTransport(AsyncTransport):
         except Exception as exc:
             raise stream_error(exc, f"delete stream {name!r}", self.url) from None
 
-    # ---- consuming ----------------------------------------------------------------------------------
+    # ---- consuming (receiving.py) -------------------------------------------------------------------
     async def subscribe_async(self, subscription: str, source: str, *, prefetch: int) -> None:
-        check_name(source, "stream name")
         client = self._live(f"consume {source!r}")
-        consumer = StreamConsumer(subscription, source, prefetch=prefetch,
-                                  reference=self.stream_settings.reference, initial=self.stream_settings.offset,
-                                  deliver=self.events.deliver)
-        try:
-            await consumer.start(client, self.ids, self._generation)
-        except Exception as exc:
-            await consumer.stop()
-            raise stream_error(exc, f"consume {source!r}", self.url) from None
-        self.consumers[subscription] = consumer
+        await self.consumers.subscribe(client, self.ids, self._generation, subscription, source, prefetch=prefetch)
 
     async def unsubscribe_async(self, subscription: str) -> None:
-        consumer = self.consumers.pop(subscription, None)
-        if consumer is not None:
-            await consumer.stop()
+        await self.consumers.unsubscribe(subscription)
 
     async def settle_async(self, ops: Sequence[WireSettle]) -> None:
+        if self.client is None:
+            check_ops(ops, None, "the connection is down")
         check_ops(ops, self._generation)
         if not self.held.keep_settle(ops):
-            await self._apply(ops)
+            await self.consumers.settle(ops)
 
-    async def _apply(self, ops: Sequence[WireSettle]) -> None:
-        by_sub: dict[str, list[WireSettle]] = {}
-        for op in ops:
-            by_sub.setdefault(op.subscription, []).append(op)
-        for subscription, sub_ops in by_sub.items():
-            consumer = self.consumers.get(subscription)
-            if consumer is not None:
-                await consumer.settle(sub_ops)
-
-    # ---- publishing ----------------------------------------------------------------------------------
+    # ---- publishing (sending.py) --------------------------------------------------------------------
     def prepare(self, destination: str, message: OutboundMessage) -> tuple[str, bytes, str | None]:
-        """The arguments of :meth:`send_prepared` after ``seq``: the stream, the encoded
-        record and the message id (raises InvalidOptionError for headers a stream cannot carry)."""
-        check_name(destination, "stream name")
-        return destination, codec.encode(message), message.message_id
+        """The arguments of :meth:`send_prepared` after ``seq`` (checked on the caller's thread)."""
+        return prepare(destination, message)
 
     async def publish_async(self, seq: int, destination: str, message: OutboundMessage) -> None:
-        await self.send_prepared(seq, *self.prepare(destination, message))
+        await self.send_prepared(seq, *prepare(destination, message))
 
     async def send_prepared(self, seq: int, destination: str, data: bytes, message_id: str | None = None) -> None:
         if self.held.keep_publish(seq, destination, data, message_id):
             return
         if self.client is None:
             raise ConnectionLostError(f"publish: the connection to {self.url.redacted} is down")
-        # Never waited for here (the first publish to a stream declares a publisher, a round
-        # trip): one sender task sends in call order, so publishing ids rise in that order.
-        self._outbox.append((seq, destination, data, message_id))
-        if not self._sending:
-            self._sending = True
-            self.spawn(self._send_outbox())
-
-    async def _send_outbox(self) -> None:
-        try:
-            while self._outbox:
-                seq, destination, data, message_id = self._outbox.popleft()
-                await self.publishes.publish(seq, destination, data, message_id)
-        finally:
-            self._sending = False
+        self.publishes.send(seq, destination, data, message_id)
 
     # ---- fault seam -----------------------------------------------------------------------------------
     def on_loop(self, fn: Callable[..., Any], *args: Any) -> None:
@@ -269,4 +285,12 @@ class StreamAsyncTransport(AsyncTransport):
         self._hold_publishes(hold)
         live = self.held.hold_writes(hold)
         if live:
-            self.spawn(self._apply(live))
+            self.spawn(self.consumers.settle(live))
+
+
+class StreamSyncTransport(LoopThreadTransport):
+    """The blocking face: :class:`StreamAsyncTransport` on a loop of its own I/O thread."""
+
+    capabilities = CAPABILITIES
+    option_specs = OPTIONS
+    inner_type = StreamAsyncTransport

@@ -1,4 +1,4 @@
-"""One consumer of one stream: chunks in, deliveries out, acks -> the stored offset.
+"""Consuming: one consumer per subscription; chunks in, deliveries out, acks -> the stored offset.
 
 The broker sends a subscription whole chunks, one per credit. The records of
 a chunk wait here and are handed to the core only while fewer than
@@ -29,8 +29,12 @@ from rstream.client import Client
 
 from ackbridge.errors import UnsupportedVerbError
 from ackbridge.messages import InboundMessage, WireSettle, WireVerb
+from ackbridge.urls import BrokerURL
 from ackbridge_rabbitmq_streams import codec
 from ackbridge_rabbitmq_streams.chunks import ChunkSubscription, SubscriptionIds, offset_spec, records
+from ackbridge_rabbitmq_streams.errors import stream_error
+from ackbridge_rabbitmq_streams.naming import check_name
+from ackbridge_rabbitmq_streams.options import StreamSettings
 
 log = logging.getLogger("ackbridge.rabbitmq_streams")
 
@@ -162,3 +166,56 @@ class StreamConsumer:
             self._pump = None
         self.sub = None
         self._buffer.clear()
+
+
+class StreamConsumers:
+    """The consumers of one transport by subscription: subscribed on its live connection,
+    started again on each new one, settled by subscription. Runs on the transport's loop."""
+
+    def __init__(self, url: BrokerURL, settings: StreamSettings,
+                 deliver: Callable[[str, InboundMessage], None]) -> None:
+        self.url = url
+        self.settings = settings
+        self._deliver = deliver
+        self.by_subscription: dict[str, StreamConsumer] = {}
+
+    async def subscribe(self, client: Client, ids: SubscriptionIds, generation: int, subscription: str,
+                        source: str, *, prefetch: int) -> None:
+        check_name(source, "stream name")
+        consumer = StreamConsumer(subscription, source, prefetch=prefetch, reference=self.settings.reference,
+                                  initial=self.settings.offset, deliver=self._deliver)
+        try:
+            await consumer.start(client, ids, generation)
+        except Exception as exc:
+            await consumer.stop()
+            raise stream_error(exc, f"consume {source!r}", self.url) from None
+        self.by_subscription[subscription] = consumer
+
+    async def unsubscribe(self, subscription: str) -> None:
+        consumer = self.by_subscription.pop(subscription, None)
+        if consumer is not None:
+            await consumer.stop()
+
+    async def settle(self, ops: Sequence[WireSettle]) -> None:
+        """Apply *ops* (of the live generation: the caller checked) to their consumers."""
+        by_sub: dict[str, list[WireSettle]] = {}
+        for op in ops:
+            by_sub.setdefault(op.subscription, []).append(op)
+        for subscription, sub_ops in by_sub.items():
+            consumer = self.by_subscription.get(subscription)
+            if consumer is not None:
+                await consumer.settle(sub_ops)
+
+    async def start_all(self, client: Client, ids: SubscriptionIds, generation: int) -> None:
+        """A new connection: every consumer subscribes again after its stored offset."""
+        for consumer in list(self.by_subscription.values()):
+            await consumer.start(client, ids, generation)
+
+    def lost(self) -> None:
+        for consumer in self.by_subscription.values():
+            consumer.lost()
+
+    async def stop_all(self) -> None:
+        for consumer in list(self.by_subscription.values()):
+            await consumer.stop()
+        self.by_subscription.clear()

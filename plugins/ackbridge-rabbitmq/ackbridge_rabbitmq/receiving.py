@@ -1,4 +1,4 @@
-"""The sync transport's subscriptions and settlements.
+"""Receiving: subscriptions, their deliveries to the core, settlements as wire ops; the reply inbox.
 
 Each subscription has its own channel, so its delivery tags are its own and a
 ``multiple`` ack never touches another subscription's deliveries. When the
@@ -8,12 +8,18 @@ share one generation and the core's "generation ended" rule stays exact.
 
 Settlements are handed to the I/O thread without waiting (as publishes are);
 the race with a connection loss is decided there, where every op of a batch is
-checked before any is sent.
+checked before any is sent. Whether an op's generation is still live is the
+core's guard's to decide (``check_ops``): this module reports which generation
+is live for the op's channel, or None when the channel is gone.
+
+Replies (``open_reply_inbox``) arrive on an exclusive queue of their own,
+consumed with auto-ack, and go to the core's ``reply`` event.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import deque
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -22,14 +28,14 @@ import pika.exceptions as pe
 from pika.channel import Channel
 
 from ackbridge.errors import ConnectionLostError, StaleDeliveryError
-from ackbridge.kernel.generations import check_ops, stale_error
+from ackbridge.kernel.generations import check_ops
 from ackbridge.messages import WireSettle, WireVerb
-from ackbridge_rabbitmq import common
+from ackbridge_rabbitmq.codec import inbound
 from ackbridge_rabbitmq.errors import channel_error
-from ackbridge_rabbitmq.sync_io import Fut, emit
+from ackbridge_rabbitmq.io_thread import Fut, emit
 
 if TYPE_CHECKING:
-    from ackbridge_rabbitmq.sync_transport import RabbitSyncTransport
+    from ackbridge_rabbitmq.connection import Link
 
 log = logging.getLogger("ackbridge.rabbitmq")
 
@@ -52,26 +58,26 @@ class _Sub:
 class Subscriptions:
     """The subscriptions of one transport and the settlements on their channels."""
 
-    def __init__(self, transport: RabbitSyncTransport) -> None:
-        self.transport = transport
+    def __init__(self, link: Link, *, quorum: bool) -> None:
+        self._link = link
         self._subs: dict[str, _Sub] = {}
         self._settle_q: deque[Sequence[WireSettle]] = deque()
         self._settle_wake_pending = False
-        self._quorum = common.option(transport.options, "queue_type") == "quorum"
+        self._quorum = quorum
 
     # ---- any thread ----------------------------------------------------------------------
     def subscribe(self, subscription: str, source: str, prefetch: int) -> None:
         sub = _Sub(subscription, source, prefetch)
 
         def start(fut: Fut[None]) -> None:
-            self.transport.require_conn(f"subscribe to {source!r}")
+            self._link.require_conn(f"subscribe to {source!r}")
             self._subs[subscription] = sub
             self._open(sub, fut)
 
         try:
-            self.transport.submit(start, f"subscribe to {source!r}")
+            self._link.submit(start, f"subscribe to {source!r}")
         except Exception:
-            self.transport.io.call_soon(lambda: self._subs.pop(subscription, None))
+            self._link.io.call_soon(lambda: self._subs.pop(subscription, None))
             raise
 
     def unsubscribe(self, subscription: str) -> None:
@@ -91,18 +97,18 @@ class Subscriptions:
             ch.add_on_close_callback(closed)
             ch.close()  # cancels the consumer; unacked deliveries return to the queue
 
-        self.transport.submit(stop, f"unsubscribe {subscription!r}", timeout=10)
+        self._link.submit(stop, f"unsubscribe {subscription!r}", timeout=10)
 
     def settle(self, ops: Sequence[WireSettle]) -> None:
         if not ops:
             return
-        transport = self.transport
-        check_ops(ops, transport.generation)
-        if transport.io.on_io():
+        link = self._link
+        check_ops(ops, link.generation)
+        if link.io.on_io():
             self._settle_on_io(ops)
             return
-        if transport.state in ("closed", "new") or not transport.io.running:
-            raise ConnectionLostError(f"settle: {transport.url.redacted} is not open; nothing was sent")
+        if link.state in ("closed", "new") or not link.io.running:
+            raise ConnectionLostError(f"settle: {link.where} is not open; nothing was sent")
         # Handed over without waiting: the check above refuses every op of an ended
         # generation the client knows of; one that loses the race to a loss not yet
         # seen is dropped on the I/O thread, never applied, and its message is
@@ -110,7 +116,7 @@ class Subscriptions:
         self._settle_q.append(ops)
         if not self._settle_wake_pending:
             self._settle_wake_pending = True
-            transport.io.call_soon(self._drain_settles)
+            link.io.call_soon(self._drain_settles)
 
     # ---- I/O thread ------------------------------------------------------------------------
     def reopen_all(self) -> None:
@@ -123,10 +129,10 @@ class Subscriptions:
             sub.channel = None
 
     def _open(self, sub: _Sub, fut: Fut[None] | None) -> None:
-        conn = self.transport.conn
+        conn = self._link.conn
         if conn is None or not conn.is_open:
             return
-        gen = self.transport.generation
+        gen = self._link.generation
         sub.active = False
         sub.opening = fut
 
@@ -153,10 +159,10 @@ class Subscriptions:
     def _on_message(self, sub: _Sub, ch: Channel, method: Any, props: Any, body: bytes) -> None:
         if sub.channel is not ch:
             return  # a channel being replaced: closing it requeues this delivery
-        msg = common.inbound(tag=method.delivery_tag, generation=sub.generation, body=body, source=sub.source,
-                             props=props, routing_key=method.routing_key, redelivered=method.redelivered,
-                             quorum=self._quorum)
-        deliver = self.transport.events.deliver
+        msg = inbound(tag=method.delivery_tag, generation=sub.generation, body=body, source=sub.source,
+                      props=props, routing_key=method.routing_key, redelivered=method.redelivered,
+                      quorum=self._quorum)
+        deliver = self._link.events.deliver
         emit(lambda: deliver(sub.name, msg))
 
     def _on_closed(self, sub: _Sub, ch: Channel, reason: BaseException) -> None:
@@ -166,18 +172,18 @@ class Subscriptions:
         if sub.channel is not ch:
             return
         sub.channel = None
-        if isinstance(reason, pe.ChannelClosedByBroker) and sub.active and self.transport.state == "open":
+        if isinstance(reason, pe.ChannelClosedByBroker) and sub.active and self._link.state == "open":
             self._recycle(f"channel of subscription {sub.source!r} closed by the broker: "
                           f"{reason.reply_code} {reason.reply_text}")
 
     def _recycle(self, why: str) -> None:
         """Reopen every subscription channel on a new generation (see module doc)."""
-        old = self.transport.next_generation()
+        old = self._link.next_generation()
         for sub in self._subs.values():
             ch, sub.channel = sub.channel, None
             if ch is not None and ch.is_open:
                 ch.close()  # the broker requeues its unacked deliveries
-        ended = self.transport.events.generation_ended
+        ended = self._link.events.generation_ended
         emit(lambda: ended(old, why))
         log.warning("ackbridge-rabbitmq: %s", why)
         self.reopen_all()
@@ -197,14 +203,15 @@ class Subscriptions:
     def _settle_on_io(self, ops: Sequence[WireSettle]) -> None:
         # The race with a connection loss is decided here, on the I/O thread:
         # check every op first, then send, so nothing stale reaches the wire.
-        now = self.transport.generation
-        check_ops(ops, now)
+        check_ops(ops, self._link.generation)
         channels: list[Channel] = []
         for op in ops:
             sub = self._subs.get(op.subscription)
             ch = sub.channel if sub is not None else None
-            if sub is None or ch is None or not ch.is_open or sub.generation != op.generation:
-                raise stale_error(f"delivery tag {op.wire_tag} (its channel is gone)", op.generation)
+            # The generation live on this op's channel; None when the channel is gone.
+            live = sub.generation if sub is not None and ch is not None and ch.is_open else None
+            check_ops((op,), live, f"delivery tag {op.wire_tag}: its channel is gone")
+            assert ch is not None  # check_ops raised for a gone channel
             channels.append(ch)
         for op, ch in zip(ops, channels, strict=True):
             tag = int(op.wire_tag)  # type: ignore[call-overload]
@@ -214,3 +221,56 @@ class Subscriptions:
                 ch.basic_nack(tag, multiple=op.multiple, requeue=True)
             else:
                 ch.basic_reject(tag, requeue=False)
+
+
+class ReplyInbox:
+    """The exclusive, client-named reply queue of one transport, consumed with auto-ack.
+
+    Client-named (not server-named) so the same address survives a reconnect:
+    exclusive queues die with their connection, and :meth:`reopen` declares it again."""
+
+    def __init__(self, link: Link) -> None:
+        self._link = link
+        self.name: str | None = None
+
+    def open(self) -> str:
+        name = self.name or f"ackbridge.reply.{uuid.uuid4().hex}"
+        self._link.submit(lambda fut: self._open(name, fut), "open the reply inbox")
+        self.name = name
+        return name
+
+    def reopen(self) -> None:
+        """On the I/O thread, after a (re)connect: declare and consume it again, if it was opened."""
+        if self.name is not None:
+            self._open(self.name, None)
+
+    def _open(self, name: str, fut: Fut[None] | None) -> None:
+        link = self._link
+        conn = link.conn
+        if conn is None or not conn.is_open:
+            if fut is not None:
+                fut.set_exception(ConnectionLostError("open the reply inbox: not connected"))
+            return
+
+        def on_message(ch: Channel, method: Any, props: Any, body: bytes) -> None:
+            msg = inbound(tag=method.delivery_tag, generation=link.generation, body=body, source=name,
+                          props=props, routing_key=method.routing_key, redelivered=method.redelivered,
+                          quorum=False)
+            reply = link.events.reply
+            emit(lambda: reply(msg))
+
+        def on_close(ch: Channel, reason: BaseException) -> None:
+            if fut is not None and not fut.done():
+                fut.set_exception(channel_error(reason, "open the reply inbox"))
+
+        def on_open(ch: Channel) -> None:
+            ch.add_on_close_callback(on_close)
+            ch.queue_declare(name, exclusive=True, auto_delete=True,
+                             callback=lambda _f: ch.basic_consume(name, on_message, auto_ack=True,
+                                                                  callback=lambda _g: started()))
+
+        def started() -> None:
+            if fut is not None and not fut.done():
+                fut.set_result(None)
+
+        conn.channel(on_open_callback=on_open)

@@ -1,9 +1,11 @@
-"""Publishes on one connection: a publisher per stream, publishing ids, confirms.
+"""Publishing: a publisher per stream, publishing ids, confirms, in call order.
 
 The stream protocol confirms each publishing id (PublishConfirm) or refuses
 it with a response code (PublishError); a publisher must be declared on its
 stream first, and declaring one on a missing stream is refused, which is
-reported as the publish's refusal. With ``publisher_name`` the publisher is
+reported as the publish's refusal. Sending is never waited for by the caller
+(the first publish to a stream declares a publisher, a round trip): one sender
+task sends in call order, so publishing ids rise in that order. With ``publisher_name`` the publisher is
 named: the broker drops any publishing id at or below the highest it stored
 for that name (confirming it without storing it again), and numbering goes
 on from that highest id (QueryPublisherSequence) on every new connection.
@@ -12,17 +14,20 @@ on from that highest id (QueryPublisherSequence) on every new connection.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 from rstream import exceptions as rx
 from rstream import schema
 from rstream.client import Client
 
 from ackbridge.errors import ConnectionLostError
-from ackbridge.messages import ConfirmOutcome, ConfirmStatus, refused, unknown, unsent
+from ackbridge.messages import ConfirmOutcome, ConfirmStatus, OutboundMessage, refused, unknown, unsent
+from ackbridge_rabbitmq_streams import codec
 from ackbridge_rabbitmq_streams.errors import describe
+from ackbridge_rabbitmq_streams.naming import check_name
 
 log = logging.getLogger("ackbridge.rabbitmq_streams")
 
@@ -38,11 +43,23 @@ def _code_name(code: int) -> str:
     return rx.ServerError.from_code(code).__name__ if code else "error"
 
 
-class StreamPublishers:
-    """Publisher ids, publishing ids and pending confirms of one connection (generation)."""
+def prepare(destination: str, message: OutboundMessage) -> tuple[str, bytes, str | None]:
+    """What a publish sends: the stream, the encoded record and the message id (raises
+    InvalidOptionError, on the caller's thread, for what a stream cannot carry)."""
+    check_name(destination, "stream name")
+    return destination, codec.encode(message), message.message_id
 
-    def __init__(self, confirm: Callable[[int, ConfirmOutcome], None], name: str | None, frame_max: int) -> None:
+
+class StreamPublishers:
+    """Publisher ids, publishing ids and pending confirms of one connection (generation);
+    *spawn* runs the sender task (kept by the transport until done)."""
+
+    def __init__(self, confirm: Callable[[int, ConfirmOutcome], None], name: str | None, frame_max: int,
+                 spawn: Callable[[Coroutine[Any, Any, None]], None]) -> None:
         self._confirm = confirm
+        self._spawn = spawn
+        self._outbox: collections.deque[tuple[int, str, bytes, str | None]] = collections.deque()
+        self._sending = False
         self.name = name
         self.frame_max = frame_max
         self.client: Client | None = None
@@ -99,6 +116,21 @@ class StreamPublishers:
             task.cancel()
             raise ConnectionLostError("the connection was lost before the broker answered")
         return task.result()
+
+    def send(self, seq: int, stream: str, data: bytes, message_id: str | None) -> None:
+        """Queue for the sender task: sent in call order, never waited for here."""
+        self._outbox.append((seq, stream, data, message_id))
+        if not self._sending:
+            self._sending = True
+            self._spawn(self._send_outbox())
+
+    async def _send_outbox(self) -> None:
+        try:
+            while self._outbox:
+                seq, stream, data, message_id = self._outbox.popleft()
+                await self.publish(seq, stream, data, message_id)
+        finally:
+            self._sending = False
 
     async def publish(self, seq: int, stream: str, data: bytes, message_id: str | None = None) -> None:
         """Send; the outcome arrives through the confirm callback (refusals found here too)."""

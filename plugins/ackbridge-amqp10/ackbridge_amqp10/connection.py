@@ -1,13 +1,17 @@
 """The ``amqp10://`` transport: the core's SyncTransport contract over a proton Container.
 
-This module is the façade and the connection's life (open, generations,
-reconnect, close). The parts live in their own modules:
+This module is the transport class and the connection's life (open,
+generations, reconnect, close). The parts live in their own modules and are
+given what they need (the shared :class:`~ackbridge_amqp10.links.Wire` state,
+the container thread, the core's events), not the transport:
 
 * :mod:`~ackbridge_amqp10.container`: the Container thread and the hand-off to it;
 * :mod:`~ackbridge_amqp10.handler`: proton's callbacks;
 * :mod:`~ackbridge_amqp10.receiving`: subscriptions, credit, deliveries, settlement, reply inbox;
 * :mod:`~ackbridge_amqp10.sending`: sender links, publishes and confirms;
+* :mod:`~ackbridge_amqp10.errors`: conditions -> ackbridge errors;
 * :mod:`~ackbridge_amqp10.peer_text`: the peer's text read without proton's strict UTF-8;
+* :mod:`~ackbridge_amqp10.aio`: the asyncio face;
 * :mod:`~ackbridge_amqp10.options`, :mod:`~ackbridge_amqp10.tls`, :mod:`~ackbridge_amqp10.codec`.
 
 Threads: application threads never touch proton; they hand work to the
@@ -34,34 +38,25 @@ from typing import Any
 
 from proton import Condition, Endpoint
 
-from ackbridge.errors import (
-    AccessDeniedError,
-    AckbridgeError,
-    AuthenticationError,
-    BrokerError,
-    BrokerUnreachableError,
-    ConfigurationError,
-    ConnectionLostError,
-    UnsupportedVerbError,
-)
+from ackbridge.capabilities import Verb
+from ackbridge.errors import AckbridgeError, BrokerError, ConfigurationError, ConnectionLostError, UnsupportedVerbError
 from ackbridge.kernel.backoff import Backoff
-from ackbridge.kernel.generations import check_ops, stale_error
+from ackbridge.kernel.generations import check_ops
 from ackbridge.messages import OutboundMessage, WireSettle
 from ackbridge.transport import SyncTransport, TransportEvents
-from ackbridge.urls import BrokerURL, redact
-from ackbridge_amqp10 import codec
+from ackbridge.urls import BrokerURL
+from ackbridge_amqp10 import codec, errors
 from ackbridge_amqp10.capabilities import RABBITMQ, for_peer
 from ackbridge_amqp10.container import ContainerThread
 from ackbridge_amqp10.handler import Handler
-from ackbridge_amqp10.links import close_link, same, session
+from ackbridge_amqp10.links import Wire, close_link, same, session
 from ackbridge_amqp10.options import OPTIONS, modified_is_safe
-from ackbridge_amqp10.receiving import Receiving, credit_to_grant
+from ackbridge_amqp10.receiving import Receiving
 from ackbridge_amqp10.sending import Sending
 from ackbridge_amqp10.tls import ssl_domain
 
 log = logging.getLogger("ackbridge.amqp10")
 
-_AUTH_CONDITIONS = {"amqp:unauthorized-access", "amqp:sasl:auth-failed", "amqp:sasl:sys-perm"}
 _LOGIN_GRACE = 5.0
 
 
@@ -77,7 +72,6 @@ class Amqp10Transport(SyncTransport):
             raise ConfigurationError(f"{url.redacted}: give a host, e.g. amqp10://guest:guest@127.0.0.1:5672")
         own = {spec.name: options.get(spec.name, spec.default) for spec in OPTIONS}
         self.peer: str = own["peer"]
-        self.inbox_template = str(own["inbox"])
         self._queue_address = str(own["queue_address"])
         self._hostname: str | None = own["hostname"]
         self._sasl_mechanisms: str | None = own["sasl_mechanisms"]
@@ -88,15 +82,15 @@ class Amqp10Transport(SyncTransport):
                           stacklevel=2)
         self.container = ContainerThread(Handler(self), what=url.redacted, timeout=self.settings.connect_timeout,
                                          recover=self._recover, scrub=self._scrub)
-        self.receiving = Receiving(self)
-        self.sending = Sending(self, int(own["max_sender_links"]))
+        #: The connection's state the parts share (container thread only).
+        self.wire = Wire(url.redacted)
+        self.receiving = Receiving(
+            self.wire, self.container, events, describe=self.describe,
+            reconnect_max_delay=self.settings.reconnect_max_delay, inbox_template=str(own["inbox"]),
+            count_header=self.capabilities.support(Verb.DELIVERY_COUNT).available)
+        self.sending = Sending(self.wire, self.container, events, describe=self.describe,
+                               max_links=int(own["max_sender_links"]))
         # --- container thread only ---------------------------------------------------
-        self.conn: Any = None
-        self._generation = 0
-        #: The generation whose settlements may go out; None while (re)connecting.
-        self.live: int | None = None
-        self.waiters: dict[Any, Future[Any]] = {}  # link -> future completed by its attach (or refusal)
-        self.closing = False
         self.last_condition: Any = None
         self.modified_safe = False
         self.remote_properties: dict[str, Any] = {}
@@ -107,14 +101,15 @@ class Amqp10Transport(SyncTransport):
     # ---- helpers ------------------------------------------------------------------
     @property
     def generation(self) -> int:
-        return self._generation
+        return self.wire.generation
+
+    @property
+    def live(self) -> int | None:
+        """The generation whose settlements may go out; None while (re)connecting."""
+        return self.wire.live
 
     def _scrub(self, text: str) -> str:
-        text = redact(text)
-        secret = self.url.password_text
-        if secret and len(secret) >= 3:
-            text = text.replace(secret, "***")
-        return text
+        return errors.scrub(text, self.url)
 
     @property
     def reply_inbox(self) -> str | None:
@@ -124,19 +119,10 @@ class Amqp10Transport(SyncTransport):
 
     def describe(self, condition: Any) -> str:
         """A peer's condition as text, with any secret scrubbed."""
-        if condition is None:
-            return "no reason given"
-        name = getattr(condition, "name", "") or ""
-        description = getattr(condition, "description", "") or ""
-        return self._scrub(f"{name}: {description}" if description else str(name))
+        return errors.describe(condition, self.url)
 
     def broker_error(self, text: str) -> BrokerError:
-        return BrokerError(f"{self.url.redacted}: {text}")
-
-    def require_conn(self) -> Any:
-        if self.conn is None or self.live is None:
-            raise ConnectionLostError(f"{self.url.redacted}: not connected (reconnecting)")
-        return self.conn
+        return errors.broker_error(self.url.redacted, text)
 
     def queue_address(self, name: str) -> str:
         address = name if name.startswith("/") else self._queue_address.format(name=name)
@@ -196,7 +182,7 @@ class Amqp10Transport(SyncTransport):
         if self._tls:
             kwargs["ssl_domain"] = ssl_domain(self.settings)
         self.last_condition = None
-        self.conn = container.connect(url=f"{scheme}://{url.host}:{port}", **kwargs)
+        self.wire.conn = container.connect(url=f"{scheme}://{url.host}:{port}", **kwargs)
 
     def close(self) -> None:
         if not self.container.started or not self.container.running:
@@ -204,10 +190,10 @@ class Amqp10Transport(SyncTransport):
         done: Future[None] = Future()
 
         def begin(_f: Future[None]) -> None:
-            self.closing = True
+            self.wire.closing = True
             self._closed_future = done
             self.sending.fail_all("connection closed before the broker answered")
-            conn = self.conn
+            conn = self.wire.conn
             if conn is None or conn.state & Endpoint.LOCAL_CLOSED:
                 done.set_result(None)
                 return
@@ -222,14 +208,15 @@ class Amqp10Transport(SyncTransport):
 
     def _shutdown(self) -> None:
         def before() -> None:
-            self.closing = True
-            self.live = None
+            self.wire.closing = True
+            self.wire.live = None
 
         self.container.stop(before)
 
     # ---- connection events (container thread) -------------------------------------------
     def opened(self, conn: Any) -> None:
-        if not same(conn, self.conn):
+        wire = self.wire
+        if not same(conn, wire.conn):
             return
         props = conn.remote_properties or {}
         self.remote_properties = {str(k): v for k, v in props.items()}
@@ -237,8 +224,9 @@ class Amqp10Transport(SyncTransport):
         version = self.remote_properties.get("version")
         self.modified_safe = modified_is_safe(
             str(product) if product is not None else None, str(version) if version is not None else None)
-        self._generation += 1
-        self.live = self._generation
+        self.receiving.modified = self.modified_safe and self.peer == "generic"
+        wire.generation += 1
+        wire.live = wire.generation
         self._backoff.reset()
         self.receiving.reattach_all()
         if self._opening is not None and not self._opening.done():
@@ -247,17 +235,17 @@ class Amqp10Transport(SyncTransport):
 
     def failed(self, conn: Any, condition: Any) -> None:
         """The connection could not be opened, or it was lost, or the peer closed it."""
-        if not same(conn, self.conn):
+        if not same(conn, self.wire.conn):
             return
         condition = condition or self.last_condition
         reason = self.describe(condition)
-        self.conn = None
+        self.wire.conn = None
         opening, self._opening = self._opening, None
         if opening is not None and not opening.done():
-            opening.set_exception(self._open_error(condition, reason))
+            opening.set_exception(errors.open_error(condition, reason, self.url))
             return
         self._end_generation(f"connection lost: {reason}")
-        if self.closing:
+        if self.wire.closing:
             if self._closed_future is not None and not self._closed_future.done():
                 self._closed_future.set_result(None)
             return
@@ -265,25 +253,13 @@ class Amqp10Transport(SyncTransport):
             self.container.schedule(self._backoff.next_delay(), self._reconnect)
 
     def _reconnect(self) -> None:
-        if self.closing or self.conn is not None:
+        if self.wire.closing or self.wire.conn is not None:
             return
         self._connect()
 
-    def _open_error(self, condition: Any, reason: str) -> AckbridgeError:
-        name = getattr(condition, "name", "") or ""
-        if name in _AUTH_CONDITIONS:
-            return AuthenticationError(f"{self.url.redacted}: authentication failed for user "
-                                       f"{self.url.username!r} ({reason})")
-        if name in ("amqp:not-found", "amqp:not-allowed") and "vhost" in reason.lower():
-            return AccessDeniedError(f"{self.url.redacted}: access denied ({reason}): check the vhost and the "
-                                     f"user's permissions")
-        if "refused" in reason.lower() or "resolve" in reason.lower() or "unreachable" in reason.lower():
-            return BrokerUnreachableError(f"cannot connect to {self.url.redacted}: {reason}")
-        return ConnectionLostError(f"cannot connect to {self.url.redacted}: {reason}")
-
     def _end_generation(self, reason: str) -> None:
-        ended = self.live
-        self.live = None
+        ended = self.wire.live
+        self.wire.live = None
         self.receiving.generation_ended()
         self.sending.fail_all(reason)
         if ended is not None:
@@ -302,7 +278,7 @@ class Amqp10Transport(SyncTransport):
         """Dispatching an event raised (see ContainerThread): drop the connection and
         make a new one, as after a network fault."""
         reason = self._scrub(what)
-        conn = self.conn
+        conn = self.wire.conn
         if conn is None:
             log.debug("ackbridge amqp10: an event handler failed again (%s)", reason)
             return
@@ -311,10 +287,11 @@ class Amqp10Transport(SyncTransport):
                    f"the connection was dropped during the attach ({reason})")
 
     def _drop(self, conn: Any, condition: Condition, attach_error: str) -> None:
-        for waiter in self.waiters.values():
+        waiters = self.wire.waiters
+        for waiter in waiters.values():
             if not waiter.done():
                 waiter.set_exception(ConnectionLostError(f"{self.url.redacted}: {attach_error}"))
-        self.waiters.clear()
+        waiters.clear()
         self.failed(conn, condition)
         try:
             conn.close()
@@ -328,7 +305,7 @@ class Amqp10Transport(SyncTransport):
         new connection follows after the back-off."""
 
         def cut(future: Future[None]) -> None:
-            conn = self.conn
+            conn = self.wire.conn
             if conn is not None:
                 self._drop(conn, Condition("ackbridge:severed", reason), f"severed: {reason}")
             future.set_result(None)
@@ -356,11 +333,11 @@ class Amqp10Transport(SyncTransport):
 
     def declare(self, address: str, future: Future[None]) -> None:
         """Container thread: attach a sender to *address*; *future* completes on the attach."""
-        conn = self.require_conn()
+        conn = self.wire.require_conn()
         container = self.container.container
         assert container is not None
         link = container.create_sender(session(conn), address, name=f"declare-{uuid.uuid4().hex[:8]}")
-        self.waiters[link] = future
+        self.wire.waiters[link] = future
         future.add_done_callback(lambda _f: self.container.submit(lambda: close_link(link)))
 
     # ---- consuming ------------------------------------------------------------------------
@@ -379,11 +356,9 @@ class Amqp10Transport(SyncTransport):
     def settle(self, ops: Sequence[WireSettle]) -> None:
         if not ops:
             return
-        live = self.live
-        if live is None:
-            raise stale_error(f"{len(ops)} settlement(s)", ops[0].generation)
-        if len(ops) > 1 or ops[0].generation != live:
-            check_ops(ops, live)
+        live = self.wire.live
+        if live is None or len(ops) > 1 or ops[0].generation != live:
+            check_ops(ops, live, "not connected: reconnecting")
         batch = list(ops)
         if self.container.on_thread():
             self.receiving.apply(batch)
@@ -402,4 +377,4 @@ class Amqp10Transport(SyncTransport):
         return self.container.call(self.receiving.open_inbox)
 
 
-__all__ = ["OPTIONS", "Amqp10Transport", "credit_to_grant", "modified_is_safe"]
+__all__ = ["Amqp10Transport"]

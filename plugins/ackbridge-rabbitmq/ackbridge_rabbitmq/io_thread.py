@@ -1,4 +1,4 @@
-"""The sync transport's I/O thread: pika's IOLoop and the hand-offs to it.
+"""The transport's I/O thread: pika's IOLoop and the hand-offs to it.
 
 pika is not thread-safe; only ``IOLoop.add_callback_threadsafe`` may be called
 from other threads, so every channel call runs on this one thread. Core events

@@ -1,12 +1,14 @@
-"""The ``local://`` transport: the core's verbs on top of :class:`~ackbridge_local.store.Store`.
+"""The ``local://`` transport: the connection to one broker file, its lifecycle and generations.
 
 A generation here is one owner record. It ends when the connection is cut
 (fault seam), when this process learns its owner record was taken over
 (it was presumed dead: paused or silent past its lease timeout), when its
 heartbeat keeps failing, or when the file is found damaged. Then its
 deliveries go stale in the core and a new owner id is registered before
-anything is leased again. The background threads live in
-:mod:`ackbridge_local.workers`; none of them ends on an error unreported.
+anything is leased again. The parts get what they need, not this transport:
+the subscriptions' polling and the reply inbox live in
+:mod:`ackbridge_local.receiving`, the outbox and its group commit in
+:mod:`ackbridge_local.sending`, the shared file state in :mod:`ackbridge_local.broker_file`.
 """
 
 from __future__ import annotations
@@ -17,85 +19,24 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ackbridge.capabilities import (
-    CANNOT_TELL,
-    Capabilities,
-    ConfirmDurability,
-    DeadLetter,
-    DeadLetterTarget,
-    Durability,
-    RejectFate,
-    RejectOutcome,
-    Topology,
-    Verb,
-    emulated,
-    native,
-)
+from ackbridge.capabilities import CANNOT_TELL, DeadLetter, DeadLetterTarget
 from ackbridge.errors import AckbridgeError, BrokerError, ConnectionLostError, InvalidURLError
 from ackbridge.kernel.generations import check_ops, lease_lost
-from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, refused, unknown, unsent
-from ackbridge.options import OptionSpec, positive_int
+from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle
 from ackbridge.transport import SyncTransport, TransportEvents
-from ackbridge.transport.files import parse_mode
 from ackbridge.urls import BrokerURL
-from ackbridge_local import codec, workers
+from ackbridge_local.broker_file import BrokerFile, Trouble
+from ackbridge_local.capabilities import CAPABILITIES
 from ackbridge_local.errors import DamagedFileError
-from ackbridge_local.store import Store, dead_letter_queue
+from ackbridge_local.options import OPTIONS, LocalSettings
+from ackbridge_local.receiving import Subscription, inbox_loop, settle_rows
+from ackbridge_local.sending import Outbox
+from ackbridge_local.store import Row, Store, dead_letter_queue
 
 log = logging.getLogger("ackbridge.local")
-
-CAPABILITIES = Capabilities(
-    broker="embedded",
-    verbs={
-        Verb.ACK: native("row deleted in one SQLite transaction"),
-        Verb.REQUEUE: native("lease released; the message keeps its place"),
-        Verb.REJECT: native("moved to QUEUE.dlq (queues dead-letter unless declared otherwise)"),
-        Verb.CUMULATIVE_ACK: emulated("individual acks in one transaction"),
-        Verb.CONFIRM: native("after the transaction commits (fsync unless fsync=false)"),
-        Verb.CONFIRM_REFUSED: native("message larger than max_message_bytes, or the write failed (e.g. disk full)"),
-        Verb.DELIVERY_COUNT: native("counted on every lease"),
-        Verb.LABELLED_ACKS: native("replies go to a per-connection inbox queue"),
-    },
-    notes=("local default for one machine; not a production broker",),
-    confirm_durability=ConfirmDurability(
-        Durability.ON_DISK,
-        "confirmed after the SQLite transaction (WAL) commits and is fsynced (group commit); with fsync=false "
-        "it is written to the operating system only: survives a process kill, not a power loss"),
-    topology={
-        Topology.DECLARE_QUEUE: native("a row in the file's queues table (QUEUE.dlq beside it)"),
-        Topology.DELETE_QUEUE: native("its rows (and QUEUE.dlq's) deleted in one transaction"),
-        Topology.PURGE_QUEUE: native("ready rows deleted; leased ones stay with their consumer"),
-        Topology.INSPECT_QUEUE: native("ready and leased rows counted; consumers are not tracked"),
-    },
-    reject_outcome=RejectOutcome(
-        RejectFate.DEAD_LETTERS_IF_TARGET,
-        "moved to QUEUE.dlq, in the same transaction; a queue declared with dead_letter=False DISCARDS it "
-        "(deleted), which consume() warns about"),
-    requeue_bound=("consume(max_deliveries=N) dead-letters a message leased more than N times (the file counts "
-                   "every lease); or reject it instead of requeueing it"),
-)
-
-
-def _valid_mode(text: str) -> bool:
-    try:
-        parse_mode(text)
-    except ValueError:
-        return False
-    return True
-
-
-OPTIONS = (
-    OptionSpec("lease_timeout", float, 30.0, "seconds without heartbeat before leases return",
-               lambda v: v > 0, "must be > 0"),
-    OptionSpec("fsync", bool, True, "fsync each group commit before confirming"),
-    positive_int("max_message_bytes", 16 * 1024 * 1024, "larger publishes are refused"),
-    OptionSpec("poll_ms", float, 20.0, "longest idle wait between polls", lambda v: v > 0, "must be > 0"),
-    OptionSpec("file_mode", str, "0600", "permissions of the broker files it creates (directories get x where r)",
-               _valid_mode, "an octal mode the owner can read and write, e.g. 0600 or 0640"),
-)
 
 _TAKEN_OVER = ("this consumer's owner record was taken over (it was presumed dead: paused or silent past its "
                "lease_timeout); its deliveries were returned to the queue")
@@ -111,9 +52,9 @@ class LocalTransport(SyncTransport):
         if not path:
             raise InvalidURLError(f"{url.redacted!r}: give a file, e.g. local:///tmp/ackbridge.db")
         self.path = os.path.abspath(path)
-        self.lease_timeout = float(options.get("lease_timeout", 30.0))
-        self.poll_s = float(options.get("poll_ms", 20.0)) / 1000.0
-        self._store: Store | None = None
+        self.local_settings = LocalSettings.resolve(options)
+        self.file = BrokerFile(self.path, self._failed)
+        self.outbox = Outbox(self.file, events, self.local_settings.max_message_bytes)
         self._lock = threading.RLock()
         self._generation = 0
         self._owner: str | None = None
@@ -122,12 +63,7 @@ class LocalTransport(SyncTransport):
         # Rows whose settlement failed on a storage error: still leased to the live owner, so
         # they are requeued (redelivered) once the file accepts writes again.
         self._requeue_later: set[int] = set()
-        self.failure: DamagedFileError | None = None
-        self.subs: dict[str, workers.Subscription] = {}
-        self.outbox: list[tuple[int, int, str, bytes, str]] = []
-        self.outbox_cond = threading.Condition()
-        self.writes_held = False
-        self.closing = threading.Event()
+        self.subs: dict[str, Subscription] = {}
         self._threads: list[threading.Thread] = []
         self.heartbeat_fault_until = 0.0
         self.heartbeat_ok = time.monotonic()
@@ -139,34 +75,36 @@ class LocalTransport(SyncTransport):
 
     @property
     def store(self) -> Store:
-        if self._store is None:
-            raise ConnectionLostError(f"{self.url.redacted}: not open")
-        return self._store
+        return self.file.store
+
+    @property
+    def failure(self) -> DamagedFileError | None:
+        return self.file.failure
 
     def open(self) -> None:
         try:
-            self._store = Store(self.path, lease_timeout=self.lease_timeout,
-                                fsync=bool(self.options.get("fsync", True)),
-                                file_mode=parse_mode(str(self.options.get("file_mode", "0600"))))
+            store = Store(self.path, lease_timeout=self.local_settings.lease_timeout, fsync=self.local_settings.fsync,
+                          file_mode=self.local_settings.file_mode)
         except DamagedFileError:
             raise
         except BrokerError as exc:
             raise type(exc)(f"cannot open the embedded broker file {self.path!r}: {exc}") from None
         except OSError as exc:
             raise BrokerError(f"cannot open the embedded broker file {self.path!r}: {exc}") from None
+        self.file.opened(store)
         self._generation = 1
         self.ensure_owner()
-        for target, name in ((workers.write_loop, "writer"), (workers.heartbeat_loop, "heartbeat")):
-            self._start(target, name, self)
+        self._start(self.outbox.write_loop, "writer")
+        self._start(self._heartbeat_loop, "heartbeat")
 
-    def _start(self, target: Any, name: str, *args: Any) -> threading.Thread:
+    def _start(self, target: Callable[..., None], name: str, *args: Any) -> threading.Thread:
         thread = threading.Thread(target=target, args=args, name=f"ackbridge-local-{name}", daemon=True)
         thread.start()
         self._threads.append(thread)
         return thread
 
     def close(self) -> None:
-        if self._store is None or self.closing.is_set():
+        if not self.file.is_open or self.file.closing.is_set():
             return
         problem: AckbridgeError | None = None
         for sub in list(self.subs.values()):
@@ -174,16 +112,10 @@ class LocalTransport(SyncTransport):
                 self._stop_sub(sub)
             except AckbridgeError as exc:
                 problem = problem or exc
-        with self.outbox_cond:
-            self.writes_held = False
-            while self.outbox and self.failure is None:
-                self.outbox_cond.notify_all()
-                self.outbox_cond.wait(0.05)
-            self.closing.set()
-            self.outbox_cond.notify_all()
+        self.outbox.flush_and_close()
         for thread in self._threads:
             thread.join(timeout=5)
-        if self.failure is None:
+        if self.file.failure is None:
             with self._lock:
                 owners = [*self._abandoned, *([self._owner] if self._owner else [])]
                 self._owner, self._abandoned = None, []
@@ -192,10 +124,9 @@ class LocalTransport(SyncTransport):
                     self.store.release_owner(owner)
                 except BrokerError as exc:  # the leases return when this process exits or the lease expires
                     problem = problem or exc
-        self.store.close()
-        self._store = None
-        if self.failure is not None:
-            raise self.failure
+        self.file.close()
+        if self.file.failure is not None:
+            raise self.file.failure
         if problem is not None:
             raise problem
 
@@ -203,7 +134,7 @@ class LocalTransport(SyncTransport):
     def ensure_owner(self) -> str:
         """The live owner id, registering a new one when the last generation ended."""
         with self._lock:
-            self.raise_if_failed()
+            self.file.raise_if_failed()
             if self._owner is None:
                 owner = f"{os.getpid()}-{uuid.uuid4().hex[:10]}-g{self._generation}"
                 self.store.register_owner(owner)
@@ -234,39 +165,23 @@ class LocalTransport(SyncTransport):
         with contextlib.suppress(BrokerError, ConnectionLostError):
             self.retry_pending()
 
-    def fail(self, exc: DamagedFileError) -> None:
-        """The file is damaged, deleted or replaced: report it once and make every later
-        call raise it (settle, consume, close; publishes are refused with it).
+    def taken_over(self, owner: str) -> None:
+        """*owner*'s record was taken over: end its generation (if it is still the live one)."""
+        self.end_generation(_TAKEN_OVER, owner)
+
+    def _failed(self, exc: DamagedFileError) -> None:
+        """The file is damaged, deleted or replaced (:meth:`BrokerFile.fail`): stop using it.
 
         The generation is not ended here: its deliveries then stay in the
         application's hands and settling one raises this error, naming the file,
         rather than a StaleDeliveryError promising a redelivery that cannot come.
         """
         with self._lock:
-            if self.failure is not None:
-                return
-            self.failure = exc
             self._owner = None
             for sub in self.subs.values():
                 sub.stop.set()
-        log.error("ackbridge embedded broker: %s", exc)
-        with self.outbox_cond:
-            self.outbox_cond.notify_all()
+        self.outbox.wake()
         self.events.failed(exc)  # a consumer waiting in get() raises it, never a silent None
-
-    def raise_if_failed(self) -> None:
-        if self.failure is not None:
-            raise self.failure
-
-    @contextlib.contextmanager
-    def checked(self) -> Iterator[Store]:
-        """The store, for one call; damage found during it ends this connection."""
-        self.raise_if_failed()
-        try:
-            yield self.store
-        except DamagedFileError as exc:
-            self.fail(exc)
-            raise
 
     def retry_pending(self) -> None:
         """Release abandoned owners and requeue rows whose settlement failed (writes work again)."""
@@ -281,22 +196,47 @@ class LocalTransport(SyncTransport):
             with self._lock:
                 self._requeue_later.difference_update(requeue)
 
+    def _heartbeat_loop(self) -> None:
+        """Keeps the owner record alive; ends the generation before anyone could take it over."""
+        lease_timeout = self.local_settings.lease_timeout
+        beat = max(min(lease_timeout / 4, 2.0), 0.05)
+        trouble = Trouble(self.file, "the heartbeat", self.end_generation)
+        while not self.file.closing.wait(beat) and self.file.failure is None:
+            try:
+                store = self.store
+                store.check_file()  # a file deleted, replaced or truncated under us is reported here
+                self.retry_pending()
+                owner = self.ensure_owner()
+                if time.monotonic() < self.heartbeat_fault_until:
+                    raise BrokerError(f"heartbeat on the embedded broker file {self.path!r} failed "
+                                      "(injected fault)")
+                if store.heartbeat(owner):
+                    self.heartbeat_ok = time.monotonic()
+                    trouble.ok()
+                else:
+                    self.taken_over(owner)
+            except Exception as exc:
+                if trouble.failed(exc) is None:
+                    return
+                # Before anyone could reclaim this owner's leases (after lease_timeout without a
+                # heartbeat), end the generation here: its deliveries go stale, its leases return.
+                silent = time.monotonic() - self.heartbeat_ok
+                if silent > lease_timeout / 2 and self._owner is not None:
+                    self.end_generation(f"no heartbeat succeeded for {silent:.1f} s (lease_timeout "
+                                        f"{lease_timeout:g} s): {exc}")
+
+    # ---- fault seam ---------------------------------------------------------------
     def sever(self, reason: str = "connection severed") -> None:
         """Behave as if the connection dropped: leases return to the queue, the
         generation ends, unwritten publishes become unknown. (Fault injection.)"""
-        with self.outbox_cond:
-            lost, self.outbox = self.outbox, []
-        for seq, *_ in lost:
-            self.events.confirm(seq, unknown(f"{reason} before the write committed"))
+        self.outbox.lose(reason)
         self.end_generation(reason)
         with contextlib.suppress(BrokerError):
             self.ensure_owner()
 
     def hold_writes(self, hold: bool) -> None:
         """Pause group commits, so confirms stay pending (fault injection)."""
-        with self.outbox_cond:
-            self.writes_held = hold
-            self.outbox_cond.notify_all()
+        self.outbox.hold(hold)
 
     def fail_heartbeats(self, seconds: float) -> None:
         """Make every heartbeat fail for *seconds* (fault injection, through ``transport_of``)."""
@@ -304,19 +244,19 @@ class LocalTransport(SyncTransport):
 
     # ---- queues ---------------------------------------------------------------------
     def declare_queue(self, name: str, *, dead_letter: bool = True) -> None:
-        with self.checked() as store:
+        with self.file.checked() as store:
             store.declare(name, dead_letter)
 
     def delete_queue(self, name: str, *, dead_letter: bool = True) -> None:
-        with self.checked() as store:
+        with self.file.checked() as store:
             store.delete(name, dead_letter)
 
     def purge_queue(self, name: str) -> int | None:
-        with self.checked() as store:
+        with self.file.checked() as store:
             return store.purge(name)
 
     def inspect_queue(self, name: str) -> QueueInfo:
-        with self.checked() as store:
+        with self.file.checked() as store:
             # Every name is a queue here (a publish to an undeclared one is kept), so there
             # is nothing to refuse: an unknown name is an empty queue that dead-letters.
             declared = store.declared(name)
@@ -328,7 +268,7 @@ class LocalTransport(SyncTransport):
     def dead_letter_target(self, source: str) -> DeadLetterTarget:
         """Read from the file: every queue dead-letters to QUEUE.dlq unless declared with dead_letter=False."""
         try:
-            with self.checked() as store:
+            with self.file.checked() as store:
                 declared = store.declared(source)
         except AckbridgeError:
             return CANNOT_TELL
@@ -338,19 +278,21 @@ class LocalTransport(SyncTransport):
 
     # ---- consuming -------------------------------------------------------------------
     def subscribe(self, subscription: str, source: str, *, prefetch: int) -> None:
-        with self.checked() as store:
+        with self.file.checked() as store:
             store.probe(source)  # a damaged file fails consume() itself, not only a thread later
-        sub = workers.Subscription(subscription, source, prefetch)
+        sub = Subscription(subscription, source, prefetch, file=self.file, lease=self._lease,
+                           deliver=self.events.deliver, taken_over=self.taken_over,
+                           end_generation=self.end_generation, poll_s=self.local_settings.poll_s)
         with self._lock:
             self.subs[subscription] = sub
-        sub.thread = self._start(workers.poll_loop, subscription, self, sub)
+        sub.thread = self._start(sub.poll_loop, subscription)
 
     def unsubscribe(self, subscription: str) -> None:
         sub = self.subs.get(subscription)
         if sub is not None:
             self._stop_sub(sub)
 
-    def _stop_sub(self, sub: workers.Subscription) -> None:
+    def _stop_sub(self, sub: Subscription) -> None:
         sub.stop.set()
         if sub.thread is not None and sub.thread is not threading.current_thread():
             sub.thread.join(timeout=5)
@@ -358,16 +300,16 @@ class LocalTransport(SyncTransport):
             self.subs.pop(sub.name, None)
             leased, sub.leased = list(sub.leased), set()
             owner = self._owner
-        if leased and owner is not None and self._store is not None and self.failure is None:
+        if leased and owner is not None and self.file.is_open and self.file.failure is None:
             try:
-                with self.checked() as store:
+                with self.file.checked() as store:
                     store.requeue(owner, leased)
             except BrokerError:
                 with self._lock:
                     self._requeue_later.update(leased)
                 raise
 
-    def lease(self, sub: workers.Subscription, limit: int) -> tuple[list[Any], int]:
+    def _lease(self, sub: Subscription, limit: int) -> tuple[list[Row], int]:
         """Lease up to *limit* rows for *sub* under the live owner: (rows, their generation)."""
         with self._lock:
             owner = self.ensure_owner()
@@ -376,28 +318,15 @@ class LocalTransport(SyncTransport):
             return rows, self._generation
 
     def settle(self, ops: Sequence[WireSettle]) -> None:
-        self.raise_if_failed()
+        self.file.raise_if_failed()
         with self._lock:
-            check_ops(ops, self._generation)
             owner = self._owner
             if owner is None:
-                raise lease_lost()
-            acks: list[int] = []
-            requeues: list[int] = []
-            rejects: list[tuple[int, str]] = []
+                check_ops(ops, None, "this connection holds no owner record: it was closed or its lease lapsed")
+            check_ops(ops, self._generation)
             try:
-                with self.checked() as store:
-                    for op in ops:
-                        row_id = int(op.wire_tag)  # type: ignore[call-overload]
-                        if op.verb is WireVerb.ACK:
-                            acks.append(row_id)
-                        elif op.verb is WireVerb.REQUEUE:
-                            requeues.append(row_id)
-                        else:
-                            source = op.message.source if op.message else ""
-                            target = dead_letter_queue(source) if store.has_dead_letter(source) else ""
-                            rejects.append((row_id, target))
-                    matched = store.settle(owner, acks, requeues, rejects)
+                with self.file.checked() as store:
+                    matched = settle_rows(store, owner, ops)
             except BrokerError:
                 # Nothing was settled; the rows stay leased to this owner. Take them out of
                 # the prefetch and requeue them once the file takes writes: redelivered.
@@ -408,7 +337,7 @@ class LocalTransport(SyncTransport):
                 return
         # Some of these rows were reclaimed: this owner's record lapsed at some point
         # (paused past its lease timeout). Nothing was applied; its generation ends.
-        self.end_generation(_TAKEN_OVER, owner)
+        self.taken_over(owner)
         raise lease_lost()
 
     def _forget(self, ops: Sequence[WireSettle], *, later: bool) -> None:
@@ -420,36 +349,15 @@ class LocalTransport(SyncTransport):
         if later:
             self._requeue_later.update(ids)
 
-    # ---- publishing ----------------------------------------------------------------
+    # ---- publishing and replies -------------------------------------------------------
     def publish(self, seq: int, destination: str, message: OutboundMessage) -> None:
-        if self.failure is not None:
-            self.events.confirm(seq, refused(str(self.failure)))
-            return
-        if self._store is None or self.closing.is_set():
-            self.events.confirm(seq, unsent("not connected"))
-            return
-        limit = int(self.options.get("max_message_bytes", 16 * 1024 * 1024))
-        if len(message.body) > limit:
-            self.events.confirm(seq, refused(f"message of {len(message.body)} bytes exceeds "
-                                             f"max_message_bytes={limit}"))
-            return
-        if not destination:
-            self.events.confirm(seq, refused("no destination queue given"))
-            return
-        props = codec.dumps({
-            "headers": dict(message.headers), "message_id": message.message_id,
-            "correlation_id": message.correlation_id, "reply_to": message.reply_to,
-            "content_type": message.content_type, "timestamp": message.timestamp or time.time(),
-        })
-        with self.outbox_cond:
-            self.outbox.append((seq, self._generation, destination, message.body, props))
-            if len(self.outbox) == 1:
-                self.outbox_cond.notify()
+        self.outbox.publish(seq, destination, message)
 
-    # ---- replies ----------------------------------------------------------------------
     def open_reply_inbox(self) -> str:
         inbox = f"ackbridge.reply.{uuid.uuid4().hex}"
-        with self.checked() as store:
+        with self.file.checked() as store:
             store.declare(inbox, False)
-        self._start(workers.inbox_loop, "inbox", self, inbox)
+        self._start(lambda: inbox_loop(inbox, file=self.file, reply=self.events.reply,
+                                       generation=lambda: self._generation, end_generation=self.end_generation,
+                                       poll_s=self.local_settings.poll_s), "inbox")
         return inbox

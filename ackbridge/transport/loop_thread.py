@@ -1,5 +1,6 @@
-"""A sync transport over an asyncio one: the plugin's async transport on an event
-loop of its own thread (the counterpart of :class:`~ackbridge.transport.ThreadedAsyncTransport`).
+"""An event loop on a thread of its own (:class:`LoopThread`), and a sync transport
+over an asyncio one: the plugin's async transport on such a loop (the counterpart
+of :class:`~ackbridge.transport.ThreadedAsyncTransport`).
 
 For asyncio-only clients (nats-py, rstream) the sync face runs the plugin's
 :class:`~ackbridge.transport.AsyncTransport` on a private loop, one I/O thread
@@ -29,7 +30,7 @@ import concurrent.futures
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from ackbridge.capabilities import CANNOT_TELL, DeadLetterTarget
 from ackbridge.errors import ConnectionLostError, StaleDeliveryError
@@ -39,6 +40,57 @@ from ackbridge.transport import AsyncTransport, ForwardedFaults, SyncTransport, 
 from ackbridge.urls import BrokerURL, redact
 
 log = logging.getLogger("ackbridge")
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """One asyncio event loop running on a daemon thread of its own: what an
+    asyncio-only client needs behind a blocking face (a sync transport, an offset
+    log), since its connection must keep running between calls (heartbeats, reads)."""
+
+    def __init__(self, name: str, *, start: bool = True) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run_forever, name=name, daemon=True)
+        if start:
+            self.thread.start()
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run_forever(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    def on_loop(self) -> bool:
+        """True when called from the loop's own thread (where waiting for it would deadlock)."""
+        return threading.get_ident() == self.thread.ident
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run *coro* on the loop and wait for its result (TimeoutError after *timeout* s)."""
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"no answer within {timeout} s") from None
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start *coro* on the loop without waiting for it."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def stop(self, timeout: float = 5.0, *, close: bool = True) -> None:
+        """Stop the loop and, unless called from it, join its thread (and close the
+        loop once the thread ended, with *close*). Stopping twice is harmless."""
+        if self.loop.is_closed():
+            return
+        if self.thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        if self.on_loop() or self.thread.ident is None:
+            return
+        self.thread.join(timeout)
+        if close and not self.thread.is_alive():
+            self.loop.close()
 
 #: Waits for the loop beyond connect_timeout (a subscribe may make a few requests).
 _SLACK = 5.0
@@ -83,9 +135,9 @@ class LoopThreadTransport(ForwardedFaults, SyncTransport):
         super().__init__(url, options, events)
         self.inner: Any = self.inner_type(url, options, events)
         self.wrapped = self.inner
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name=f"ackbridge-{self.capabilities.broker}-io",
-                                        daemon=True)
+        self._io = LoopThread(f"ackbridge-{self.capabilities.broker}-io", start=False)
+        self.loop = self._io.loop
+        self._thread = self._io.thread
         self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
         self._queue_lock = threading.Lock()
         self._draining = False
@@ -119,7 +171,7 @@ class LoopThreadTransport(ForwardedFaults, SyncTransport):
 
     # ---- SyncTransport ------------------------------------------------------------------------
     def open(self) -> None:
-        self._thread.start()
+        self._io.start()
         try:
             self._run(self.inner.open_async(), self.settings.connect_timeout * 2 + _SLACK)
         except BaseException:
@@ -147,10 +199,8 @@ class LoopThreadTransport(ForwardedFaults, SyncTransport):
         await self.inner.close_async()
 
     def _stop_loop(self) -> None:
-        if self._thread.is_alive():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            if not self._on_io_thread():
-                self._thread.join(timeout=10)
+        # The loop stays open: a late call_soon_threadsafe from a fault seam must not raise.
+        self._io.stop(timeout=10, close=False)
 
     def declare_queue(self, name: str, *, dead_letter: bool = True) -> None:
         self._run(self.inner.declare_queue_async(name, dead_letter=dead_letter))

@@ -19,7 +19,7 @@ import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 
 from ackbridge.messages import InboundMessage
-from ackbridge_nats.pulling import PullSubscription
+from ackbridge_nats.receiving import PullSubscription
 from tests.nats.harness import HOST, PORT
 
 

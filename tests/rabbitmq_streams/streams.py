@@ -15,8 +15,8 @@ from rstream import exceptions as rx
 from rstream.client import Client
 
 from ackbridge.messages import OutboundMessage
+from ackbridge.transport.loop_thread import LoopThread
 from ackbridge_rabbitmq_streams import codec
-from ackbridge_rabbitmq_streams.loop_thread import LoopThread
 
 URL = "rabbitmq-stream://guest:guest@127.0.0.1:5552/"
 _PUBLISHER = 1

@@ -31,6 +31,7 @@ from rstream.client import Client
 
 from ackbridge.errors import AckbridgeError, BrokerError, ConnectionLostError, InvalidOptionError
 from ackbridge.options import CONNECTION_OPTIONS, ConnectionSettings, resolve_options
+from ackbridge.transport.loop_thread import LoopThread
 from ackbridge.transport.offset_log import LogRecord, OffsetLog, OffsetRange
 from ackbridge.urls import BrokerURL
 from ackbridge_rabbitmq_streams import codec
@@ -38,7 +39,6 @@ from ackbridge_rabbitmq_streams.chunks import ChunkSubscription, SubscriptionIds
 from ackbridge_rabbitmq_streams.chunks import offset_spec as spec_of
 from ackbridge_rabbitmq_streams.connection import close_client, open_client
 from ackbridge_rabbitmq_streams.errors import stream_error
-from ackbridge_rabbitmq_streams.loop_thread import LoopThread
 from ackbridge_rabbitmq_streams.naming import check_name
 from ackbridge_rabbitmq_streams.options import LOG_OPTIONS, Endpoint
 

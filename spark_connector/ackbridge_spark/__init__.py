@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ackbridge_spark._schema import SCHEMA
     from ackbridge_spark.datasource import NAME, AckbridgeDataSource, register
+    from ackbridge_spark.schema import SCHEMA
 
 __all__ = ["NAME", "SCHEMA", "AckbridgeDataSource", "register"]
 

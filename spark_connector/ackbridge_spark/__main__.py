@@ -1,7 +1,7 @@
 """``python -m ackbridge_spark demo``: the connector's commands without the core CLI.
 
-The core's ``ackbridge`` script (``ackbridge.cli.app``) mounts the same
-commands through the ``ackbridge_register_commands`` hook.
+The core's ``ackbridge`` script mounts the same commands through the
+``ackbridge_register_commands`` hook (:mod:`ackbridge_spark.commands`).
 """
 
 from __future__ import annotations

@@ -8,14 +8,14 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, DataSourc
 from pyspark.sql.types import StructType
 
 from ackbridge.errors import InvalidOptionError
-from ackbridge_spark._options import ConnectorOptions, parse
-from ackbridge_spark._schema import SCHEMA
+from ackbridge_spark.options import ConnectorOptions, parse
+from ackbridge_spark.schema import SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ackbridge_spark.fetch_options import FetchOptions
-    from ackbridge_spark.log_options import LogSourceOptions
+    from ackbridge_spark.fetch.options import FetchOptions
+    from ackbridge_spark.log.options import LogSourceOptions
 
 __all__ = ["NAME", "SCHEMA", "AckbridgeDataSource", "register"]
 
@@ -30,10 +30,10 @@ class AckbridgeDataSource(DataSource):
 
     A URL whose plugin keeps offset logs (RabbitMQ streams) gets the executor-side
     source instead (``minPartitions``, ``startingOffsets``, ``consumerReference``:
-    :mod:`ackbridge_spark.log_options`). ``fetch=executors`` on a broker with
+    :mod:`ackbridge_spark.log.options`). ``fetch=executors`` on a broker with
     connection-free acks (NATS JetStream) gets the executor-fetch source
     (``minPartitions``, ``fetchIdleMs``, ``fetchTimeoutMs``:
-    :mod:`ackbridge_spark.fetch_options`)."""
+    :mod:`ackbridge_spark.fetch.options`)."""
 
     @classmethod
     def name(cls) -> str:
@@ -51,31 +51,31 @@ class AckbridgeDataSource(DataSource):
         return SCHEMA
 
     def _fetches_on_executors(self) -> bool:
-        from ackbridge_spark.fetch_options import EXECUTORS, fetch_mode
+        from ackbridge_spark.fetch.options import EXECUTORS, fetch_mode
 
         return fetch_mode(self.options) == EXECUTORS
 
     def _fetch_options(self) -> FetchOptions:
-        from ackbridge_spark.fetch_options import parse_fetch
+        from ackbridge_spark.fetch.options import parse_fetch
 
         return parse_fetch(self.options)
 
     def _reads_log(self) -> bool:
         """Whether the URL's plugin keeps offset logs (decided by the registry): the
         stream is then read by offset ranges on the executors."""
-        from ackbridge_spark._options import _lower
-        from ackbridge_spark.log_options import keeps_offset_log
+        from ackbridge_spark.log.options import keeps_offset_log
+        from ackbridge_spark.options import _lower
 
         return keeps_offset_log(_lower(self.options).get("url") or "")
 
     def _log_options(self) -> LogSourceOptions:
-        from ackbridge_spark.log_options import parse_log
+        from ackbridge_spark.log.options import parse_log
 
         return parse_log(self.options)
 
     def _parsed(self) -> ConnectorOptions:
-        from ackbridge_spark.fetch_options import refuse_fetch_only
-        from ackbridge_spark.log_options import refuse_log_only
+        from ackbridge_spark.fetch.options import refuse_fetch_only
+        from ackbridge_spark.log.options import refuse_log_only
 
         refuse_fetch_only(self.options)
         refuse_log_only(self.options)
@@ -90,19 +90,19 @@ class AckbridgeDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         if self._reads_log():
-            from ackbridge_spark.log_source import LogStreamReader
+            from ackbridge_spark.log.source import LogStreamReader
 
             return LogStreamReader(self._log_options())
         if self._fetches_on_executors():
-            from ackbridge_spark.fetch_source import FetchStreamReader
+            from ackbridge_spark.fetch.source import FetchStreamReader
 
             return FetchStreamReader(self._fetch_options())
         parsed = self._parsed()
         if parsed.parallelism > 1:
-            from ackbridge_spark.parallel import ParallelStreamReader
+            from ackbridge_spark.push.parallel import ParallelStreamReader
 
             return ParallelStreamReader(parsed)
-        from ackbridge_spark.source import AckbridgeStreamReader
+        from ackbridge_spark.push.source import AckbridgeStreamReader
 
         return AckbridgeStreamReader(parsed)
 

@@ -15,12 +15,18 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ackbridge.testing.faults import transport_of
+from ackbridge.errors import AckbridgeError, UnsupportedVerbError
 from ackbridge.transport.files import private_dir
+from ackbridge.urls import redact
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ackbridge import Connection
 
 
 def _source_stats(query: Any) -> dict[str, Any]:
@@ -44,8 +50,6 @@ def demo(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     import ackbridge
-    from ackbridge.cli.app import cleanup
-    from ackbridge.cli.output import summary
 
     console = Console()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -115,12 +119,13 @@ def demo(
         left, settled_by = _remaining(conn, queue)
         settled = len(confirmed) - left
         progress.update(t_settled, completed=settled)
-        cleanup(conn, queue, keep=keep)
+        _cleanup(Console(stderr=True), conn, queue, keep=keep)
 
     unique = set(ids)
     lost = len(set(confirmed) - unique)
     # Rows of (what, count): fits 80 columns, no header is ever cut.
-    summary(
+    _summary(
+        console,
         {"published": messages, "confirmed": len(confirmed), "written": len(ids), "settled": settled,
          "redelivered": redelivered, "duplicates": len(ids) - len(unique),
          "lost": f"[{'red' if lost else 'green'}]{lost}[/]", "spark-committed acks": labels},
@@ -133,17 +138,45 @@ def demo(
         raise typer.Exit(1)
 
 
-def _remaining(conn: Any, queue: str) -> tuple[int, str]:
+def _summary(console: Console, counts: dict[str, Any], title: str) -> None:
+    """*counts* as rows of (what, count): fits 80 columns, no header is ever cut."""
+    from rich.table import Table
+
+    console.print(f"[bold]{title}[/bold]")
+    table = Table()
+    table.add_column("what", no_wrap=True)
+    table.add_column("count", justify="right", no_wrap=True)
+    for name, value in counts.items():
+        table.add_row(name, str(value))
+    console.print(table)
+
+
+def _cleanup(err: Console, conn: Connection, queue: str, *, keep: bool) -> None:
+    """Delete the demo's *queue* (and its dead-letter companion) unless *keep*; say so
+    (on *err*) where the broker cannot delete it."""
+    if keep:
+        err.print(f"[yellow]warning:[/yellow] queue {queue!r} (and its dead-letter companion) is kept (--keep)")
+        return
+    try:
+        conn.delete_queue(queue, dead_letter=True)
+    except UnsupportedVerbError as exc:
+        err.print(f"[yellow]warning:[/yellow] {redact(f'queue {queue!r} stays on the broker: {exc}')}")
+
+
+def _remaining(conn: Connection, queue: str) -> tuple[int, str]:
     """Messages of *queue* the broker still holds, and how that was found.
 
-    The embedded broker's store counts them. Other brokers tell ackbridge no queue
-    depth, so a fresh consumer takes what is left until the queue has been quiet for
-    2 s, settles none of it, and closes: the broker keeps those messages (redelivered).
+    A broker that tells both its ready and its unacked count (``inspect_queue``: the
+    embedded one) is asked. Others tell no exact depth, so a fresh consumer takes what
+    is left until the queue has been quiet for 2 s, settles none of it, and closes:
+    the broker keeps those messages (redelivered).
     """
-    store = getattr(transport_of(conn), "store", None)
-    if store is not None:
-        ready, leased = store.counts(queue)
-        return int(ready) + int(leased), "what the broker's store still holds"
+    try:
+        info = conn.inspect_queue(queue)
+    except AckbridgeError:  # UnsupportedVerbError: the broker tells nothing
+        info = None
+    if info is not None and info.messages is not None and info.unacked is not None:
+        return info.messages + info.unacked, "what the broker still holds (inspect_queue)"
     consumer = conn.consume(queue, prefetch=1000)
     found = 0
     try:

@@ -16,14 +16,18 @@ import logging
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Row
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 
 from ackbridge.errors import AckbridgeError
 from ackbridge.messages import ConfirmStatus
-from ackbridge.testing.faults import faults
-from ackbridge_spark._options import ConnectorOptions
+from ackbridge_spark import fault_seam
+from ackbridge_spark.options import ConnectorOptions
+
+if TYPE_CHECKING:
+    from ackbridge import Connection, Publisher
 
 log = logging.getLogger("ackbridge.spark")
 
@@ -67,7 +71,7 @@ def _publish_partition(options: ConnectorOptions, rows: Iterator[Row], prefix: s
                 headers=dict(headers) if headers else None, message_id=message_id,
                 correlation_id=data.get("correlation_id"), content_type=data.get("content_type"),
             ))
-            if first_attempt and index + 1 in {options.test_sever_after_rows, options.test_fail_after_rows}:
+            if first_attempt and index + 1 in {options.faults.sever_after_rows, options.faults.fail_after_rows}:
                 _inject_fault(options, conn, publisher, index + 1)
         publisher.flush()
     finally:
@@ -83,21 +87,20 @@ def _publish_partition(options: ConnectorOptions, rows: Iterator[Row], prefix: s
     return PublishCommitMessage(partition_id, len(outcomes), len(outcomes))
 
 
-class InjectedTaskFailure(RuntimeError):
-    """Raised by the ``testFailAfterRows`` fault injection (tests only)."""
-
-
-def _inject_fault(options: ConnectorOptions, conn: object, publisher: object, rows: int) -> None:
-    """Test-only faults on a task's first attempt, after *rows* rows were published."""
-    if rows == options.test_sever_after_rows:
-        sever = faults(conn).sever
-        if not callable(sever):
-            raise SinkPublishError("testSeverAfterRows needs a transport that can sever itself (embedded broker)")
+def _inject_fault(options: ConnectorOptions, conn: Connection, publisher: Publisher, rows: int) -> None:
+    """Test-only faults (:mod:`ackbridge_spark.fault_seam`) on a task's first attempt,
+    after *rows* rows were published."""
+    if rows == options.faults.sever_after_rows:
         log.warning("ackbridge sink: fault injection, severing the broker connection after %d rows", rows)
-        sever("fault injection (testSeverAfterRows)")
-    if rows == options.test_fail_after_rows:
-        publisher.flush()  # type: ignore[attr-defined]  # the rows so far are confirmed: a retry duplicates them
-        raise InjectedTaskFailure(f"fault injection: task fails after {rows} published rows (testFailAfterRows)")
+        try:
+            fault_seam.sever(conn, "fault injection (testSeverAfterRows)")
+        except NotImplementedError:
+            raise SinkPublishError("testSeverAfterRows needs a transport that can sever itself "
+                                   "(embedded broker)") from None
+    if rows == options.faults.fail_after_rows:
+        publisher.flush()  # the rows so far are confirmed: a retry duplicates them
+        raise fault_seam.InjectedTaskFailure(
+            f"fault injection: task fails after {rows} published rows (testFailAfterRows)")
 
 
 class AckbridgeBatchWriter(DataSourceWriter):

@@ -6,27 +6,23 @@ Each delivery knows its consumer's source (``delivery.source``); the row's
 as ``sensors/#``, an AMQP 1.0 address), and the ``topic`` column of an MQTT row
 is the real topic the message was published to.
 
-MQTT topic filters: the ackbridge-mqtt plugin's ``consume()`` takes a topic
-*name* only (it refuses ``+``/``#``; a queue is one topic there). Until the
-plugin takes a filter, the connector subscribes a stable placeholder topic,
-``ackbridge-spark/filter-<hash of the filter>`` -- whose persistent session is
-then the filter's -- and adds the filter to that session's subscription through
-the link the transport lists (``links()``, ``subscribe_topic``). The link
-re-subscribes every topic it holds on each reconnect, so the filter survives
-connection losses; the session is kept by the broker across query restarts.
+Topic filters (MQTT's ``+``/``#``) are passed to ``consume()`` and
+``declare_queue()`` as they are, where the broker's plugin declares it takes
+them (``capabilities.source_patterns``): the MQTT plugin keeps one persistent
+session per filter, re-subscribed on every reconnect and kept by the broker
+across query restarts. A filter on a broker that takes none is refused here.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ackbridge.errors import BrokerError, ConfigurationError
+from ackbridge.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from ackbridge.contract import Connection, Consumer, Delivery
+    from ackbridge import Connection, Consumer, Delivery
 
 _MQTT_SCHEMES = ("mqtt", "mqtts")
 
@@ -48,25 +44,12 @@ def is_filter(name: str) -> bool:
     return "+" in name or "#" in name
 
 
-def placeholder_topic(topic_filter: str) -> str:
-    """The topic name whose persistent session holds *topic_filter*'s subscription."""
-    return "ackbridge-spark/filter-" + hashlib.sha256(topic_filter.encode("utf-8")).hexdigest()[:20]
-
-
-def _add_filter(conn: Any, consumer: Any, topic_filter: str) -> None:
-    from ackbridge.testing.faults import transport_of
-
-    transport = transport_of(conn)
-    links = getattr(transport, "links", None)
-    link = next((lk for lk in (links() if callable(links) else [])
-                 if getattr(lk, "subscription", None) == consumer.subscription), None)
-    if link is None or not callable(getattr(link, "subscribe_topic", None)):
-        raise ConfigurationError(
-            f"this ackbridge-mqtt version cannot subscribe topic filter {topic_filter!r} for the Spark source "
-            "(no link with subscribe_topic); list topic names instead")
-    link.subscribe_topic(topic_filter)
-    if getattr(link, "subscribe_error", None):
-        raise BrokerError(f"the MQTT broker refused the subscription to {topic_filter!r}: {link.subscribe_error}")
+def check_patterns(conn: Connection, names: tuple[str, ...]) -> None:
+    """Refuse a topic filter where the broker's plugin declares it takes none."""
+    filters = [name for name in names if is_filter(name)]
+    if filters and is_mqtt(conn.url.scheme) and conn.capabilities.source_patterns is None:
+        raise ConfigurationError(f"this ackbridge-mqtt version cannot consume topic filters {filters} "
+                                 "(its capabilities declare no source_patterns); list topic names instead")
 
 
 def subscribe_all(conn: Connection, scheme: str, names: tuple[str, ...], prefetch: int,
@@ -74,16 +57,13 @@ def subscribe_all(conn: Connection, scheme: str, names: tuple[str, ...], prefetc
     """One consumer per name, each handing deliveries to *handler*; on a failure the
     consumers opened so far are closed (their deliveries return to the broker)."""
     opened: list[OpenedSource] = []
+    check_patterns(conn, names)
     try:
         for name in names:
-            mqtt_filter = is_mqtt(scheme) and is_filter(name)
-            key = placeholder_topic(name) if mqtt_filter else name
             # Acks are decided per committed batch, then flushed in one go.
-            consumer = conn.consume(key, prefetch=prefetch, conflate_count="manual", conflate_ms=0.0,
+            consumer = conn.consume(name, prefetch=prefetch, conflate_count="manual", conflate_ms=0.0,
                                     handler=handler)
-            opened.append(OpenedSource(name, key, consumer))
-            if mqtt_filter:
-                _add_filter(conn, consumer, name)
+            opened.append(OpenedSource(name, name, consumer))
     except BaseException:
         for source in opened:
             try:
@@ -99,14 +79,9 @@ def declare_sources(url: str, names: tuple[str, ...], **options: Any) -> None:
     queues (``declare_queue``), and for MQTT topic filters the persistent
     session subscribed to the filter (as the source's first start would)."""
     import ackbridge
-    from ackbridge.urls import parse_url
 
-    scheme = parse_url(url).scheme
     with ackbridge.connect(url, **options) as conn:
+        check_patterns(conn, names)
         for name in names:
-            if is_mqtt(scheme) and is_filter(name):
-                consumer = conn.consume(placeholder_topic(name), prefetch=1)
-                _add_filter(conn, consumer, name)
-                consumer.close()
-            else:
-                conn.declare_queue(name)
+            # A filter's session has no dead-letter companion (the source never made one).
+            conn.declare_queue(name, dead_letter=not (is_mqtt(conn.url.scheme) and is_filter(name)))

@@ -14,7 +14,7 @@ import difflib
 
 from ackbridge.errors import AckbridgeError, InvalidOptionError
 from ackbridge.urls import parse_url, redact
-from ackbridge_spark._options import OWN_OPTIONS, SPARK_OPTIONS, ConnectorOptions
+from ackbridge_spark.options import OWN_OPTIONS, SPARK_OPTIONS, ConnectorOptions
 
 
 def _plugin_names(url: str) -> tuple[str, list[str]]:
@@ -30,8 +30,8 @@ def _plugin_names(url: str) -> tuple[str, list[str]]:
 
 def suggest(name: str, plugin_names: list[str]) -> str | None:
     """The closest known option to *name* (lower case, as Spark hands it), spelled as documented."""
-    from ackbridge_spark.fetch_options import FETCH_ONLY
-    from ackbridge_spark.log_options import LOG_ONLY
+    from ackbridge_spark.fetch.options import FETCH_ONLY
+    from ackbridge_spark.log.options import LOG_ONLY
 
     spelled = {n.lower(): n for n in plugin_names}
     # Every source's own options: a typo of one is named whichever source the URL picks.
@@ -74,7 +74,7 @@ def check_broker_options(options: ConnectorOptions) -> None:
 
 
 def check_parallelism(options: ConnectorOptions) -> None:
-    """``parallelism=N`` needs sources N readers can share (see :mod:`ackbridge_spark.parallel`)."""
+    """``parallelism=N`` needs sources N readers can share (see :mod:`ackbridge_spark.push.parallel`)."""
     n, sources = options.parallelism, options.sources
     if n == 1 or len(sources) >= n:
         return  # one reader, or each reader its own share of the sources

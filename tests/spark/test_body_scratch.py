@@ -14,9 +14,9 @@ pytestmark = pytest.mark.spark
 
 def _scratch_module() -> Any:
     # Imported here: the lowest-versions tier collects this file without the connector.
-    from ackbridge_spark import _schema
+    from ackbridge_spark import schema
 
-    return _schema
+    return schema
 
 
 def test_bodies_come_back_as_given_in_order() -> None:

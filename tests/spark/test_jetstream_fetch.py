@@ -140,8 +140,8 @@ def test_options_are_checked_at_load(given: dict[str, str], expected: str) -> No
 
 
 def test_no_password_in_options_or_tasks() -> None:
-    from ackbridge_spark.fetch_options import parse_fetch
-    from ackbridge_spark.fetch_task import FetchTask
+    from ackbridge_spark.fetch.options import parse_fetch
+    from ackbridge_spark.fetch.task import FetchTask
 
     opts = parse_fetch({"url": "nats://app:s3cret-Pw@127.0.0.1:4222", "queue": "orders", "fetch": "executors",
                         "minPartitions": "3", "maxRecordsPerBatch": "100"})
@@ -153,7 +153,7 @@ def test_no_password_in_options_or_tasks() -> None:
 def test_the_first_attempt_to_finish_claims_a_part(tmp_path: Path) -> None:
     """Two attempts of one part (a retry racing a slow first one, speculation): the first
     claim wins, the second gets its rows, and the handles on disk are the winner's."""
-    from ackbridge_spark import fetch_files
+    from ackbridge_spark.fetch import files as fetch_files
 
     directory = str(tmp_path)
     assert fetch_files.plan(directory, 7, 2, 0o600) == 2

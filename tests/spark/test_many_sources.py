@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from ackbridge_spark.sources import declare_sources, placeholder_topic
+from ackbridge_mqtt.sessions import session_topic
+from ackbridge_spark.sources import declare_sources
 
 from .helpers import Broker, HarnessBroker, RabbitBroker, eventually, make_spark, rabbit_ready
 
@@ -85,7 +86,7 @@ def test_mqtt_wildcard_filter_over_three_topics(spark: Any, tmp_path: Path) -> N
     try:
         topics = [harness.new_queue(dead_letter=False) for _ in range(3)]
         topic_filter = f"abtest/{harness.run}/+"
-        harness.sessions.append(derived_session_id(placeholder_topic(topic_filter)))
+        harness.sessions.append(derived_session_id(session_topic(topic_filter)))
         declare_sources(broker.url(), (topic_filter,))  # the filter's session exists before anything is sent
         sent = {t: set(broker.publish(t, 30, prefix=f"t{i}")) for i, t in enumerate(topics)}
         expected = set().union(*sent.values())

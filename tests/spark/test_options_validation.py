@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ackbridge.errors import InvalidOptionError
-from ackbridge_spark._options import parse
+from ackbridge_spark.options import parse
 
 from .helpers import RABBIT_URL, Broker, make_spark
 
@@ -122,3 +122,22 @@ def test_rabbitmq_password_never_in_the_message(spark: Any) -> None:
         reader.load()
     assert CANARY not in str(info.value)
 
+
+
+def test_fault_options_are_the_seams_not_the_users(tmp_path: Path) -> None:
+    """Test-only faults (ackbridge_spark.fault_seam) are parsed from the same map but are
+    no documented option: never suggested, never passed to the broker plugin."""
+    from ackbridge_spark.fault_seam import FAULT_OPTIONS
+    from ackbridge_spark.options import OWN_OPTIONS
+    from ackbridge_spark.validation import suggest
+
+    url = f"local://{tmp_path / 'b.db'}"
+    assert not [name for name in OWN_OPTIONS if name.lower().startswith("test")]
+    assert suggest("testseverafterbatch", []) is None
+    parsed = parse({"url": url, "queue": "q", "testSeverAfterBatches": "2", "testFailAfterRows": "5"})
+    assert (parsed.faults.sever_after_batches, parsed.faults.fail_after_rows) == (2, 5)
+    assert not [k for k in parsed.passthrough if k.startswith("test")]
+    assert parse({"url": url, "queue": "q"}).faults.sever_after_batches == 0
+    with pytest.raises(InvalidOptionError, match="fault seam has no option") as info:
+        parse({"url": url, "queue": "q", "testSeverAfterBatch": "2"})
+    assert all(spec.name in str(info.value) for spec in FAULT_OPTIONS)

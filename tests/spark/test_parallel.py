@@ -140,7 +140,7 @@ def test_parallel_readers_never_show_the_password(spark: Any, tmp_path: Path, ca
         try:
             eventually(lambda: len(seen.unique()) == 40, 120, message="all delivered")
             readers = [p for p in psutil.process_iter(["cmdline"])
-                       if "ackbridge_spark.reader_process" in " ".join(p.info["cmdline"] or [])]
+                       if "ackbridge_spark.push.reader_process" in " ".join(p.info["cmdline"] or [])]
             assert len(readers) >= 2
             cmdlines = " ".join(" ".join(p.info["cmdline"] or []) for p in readers)
             progress = json.dumps(list(query.recentProgress), default=str)

@@ -17,8 +17,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(120)]
 
 
 def _reader(broker: Broker, queue: str, **options: str) -> Any:
-    from ackbridge_spark._options import parse
-    from ackbridge_spark.source import AckbridgeStreamReader
+    from ackbridge_spark.options import parse
+    from ackbridge_spark.push.source import AckbridgeStreamReader
 
     return AckbridgeStreamReader(parse({"url": broker.url(), "queue": queue, **options}))
 
@@ -108,7 +108,7 @@ def test_labels_carry_the_batch_that_planned_them(broker: Broker) -> None:
     eventually(lambda: broker.counts(queue) == (0, 0), timeout=30)
 
 def test_record_batch_rows_follow_offsets(broker: Broker) -> None:
-    from ackbridge_spark._schema import ARROW_SCHEMA, from_ipc
+    from ackbridge_spark.schema import ARROW_SCHEMA, from_ipc
 
     queue = broker.new_queue()
     broker.publish(queue, 5, prefix="r")
@@ -131,7 +131,7 @@ def test_record_batch_rows_follow_offsets(broker: Broker) -> None:
 @pytest.mark.parametrize(("max_rows", "expected"), [("10", 100), ("1000", 2000), ("30000", 60000),
                                                      ("50000", 65535)])
 def test_default_prefetch_twice_the_batch_within_what_brokers_carry(max_rows: str, expected: int) -> None:
-    from ackbridge_spark._options import parse
+    from ackbridge_spark.options import parse
 
     opts = parse({"url": "local:///tmp/x.db", "queue": "q", "maxRecordsPerBatch": max_rows})
     assert opts.prefetch == expected

@@ -15,10 +15,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from ackbridge.errors import DataLossError, InvalidOptionError
 from ackbridge.transport.offset_log import OffsetRange
-from ackbridge_spark.log_options import parse_log, refuse_log_only
-from ackbridge_spark.log_reader import LogSplit, close_worker_logs
-from ackbridge_spark.log_source import LogStreamReader
-from ackbridge_spark.offset_plan import (
+from ackbridge_spark.log.options import parse_log, refuse_log_only
+from ackbridge_spark.log.plan import (
     Split,
     advance,
     allocate,
@@ -28,6 +26,8 @@ from ackbridge_spark.offset_plan import (
     ranges,
     split,
 )
+from ackbridge_spark.log.reader import LogSplit, close_worker_logs
+from ackbridge_spark.log.source import LogStreamReader
 
 from . import fake_log
 from .fake_log import FakeBroker

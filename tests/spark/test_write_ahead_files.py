@@ -18,7 +18,8 @@ def _mode(path: Path) -> int:
 
 
 def test_write_ahead_files_and_their_directories_are_private(tmp_path: Path) -> None:
-    from ackbridge_spark.write_ahead import batch_file, remove_through, write_atomically
+    from ackbridge_spark.atomic_files import write_atomically
+    from ackbridge_spark.push.write_ahead import batch_file, remove_through
 
     directory = tmp_path / "wal" / "nested"
     path = batch_file(str(directory), 0, 10)
@@ -33,8 +34,8 @@ def test_write_ahead_files_and_their_directories_are_private(tmp_path: Path) -> 
 
 
 def test_write_ahead_file_mode_relaxes_them(tmp_path: Path) -> None:
-    from ackbridge_spark._options import parse
-    from ackbridge_spark.write_ahead import write_atomically
+    from ackbridge_spark.atomic_files import write_atomically
+    from ackbridge_spark.options import parse
 
     opts = parse({"url": "local:///tmp/x.db", "queue": "q", "writeAheadFileMode": "640"})
     assert opts.write_ahead_file_mode == 0o640
@@ -45,7 +46,7 @@ def test_write_ahead_file_mode_relaxes_them(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("bad", ["abc", "400", "755", "1600"])
 def test_write_ahead_file_mode_refuses_what_breaks_or_executes(bad: str) -> None:
-    from ackbridge_spark._options import parse
+    from ackbridge_spark.options import parse
 
     with pytest.raises(InvalidOptionError, match="writeAheadFileMode"):
         parse({"url": "local:///tmp/x.db", "queue": "q", "writeAheadFileMode": bad})

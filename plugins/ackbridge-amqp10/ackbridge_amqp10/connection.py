@@ -262,7 +262,9 @@ class Amqp10Transport(SyncTransport):
         self.wire.live = None
         self.receiving.generation_ended()
         self.sending.fail_all(reason)
-        if ended is not None:
+        # Our own close ends the generation for good: no reconnect follows, so the core
+        # is not told (it would count one in ackbridge.reconnects; its consumers are closed).
+        if ended is not None and not self.wire.closing:
             try:
                 self.events.generation_ended(ended, reason)
             except Exception:
@@ -298,7 +300,7 @@ class Amqp10Transport(SyncTransport):
         except Exception:
             log.debug("closing the dropped connection raised", exc_info=True)
 
-    # ---- the fault seam (ackbridge.testing.faults) -----------------------------------
+    # ---- the declared fault seam (TransportBase) -----------------------------------
     def sever(self, reason: str) -> None:
         """End the connection as a network fault would: the generation ends at once
         (pending publishes unknown, deliveries stale) and, with ``reconnect``, a

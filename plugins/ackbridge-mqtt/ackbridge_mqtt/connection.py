@@ -86,7 +86,7 @@ class MqttTransport(SyncTransport):
             raise ConnectionLostError(f"{self.url.redacted}: not open")
         return pub
 
-    # ---- fault seam (ackbridge.testing.faults) ------------------------------------------
+    # ---- the declared fault seam (TransportBase) ------------------------------------------
     def sever(self, reason: str) -> None:
         """Cut every link's socket; each generation ends before this returns."""
         for link in self.links():

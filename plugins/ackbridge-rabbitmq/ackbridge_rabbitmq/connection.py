@@ -307,7 +307,7 @@ class RabbitSyncTransport(SyncTransport):
     def publish(self, seq: int, destination: str, message: OutboundMessage) -> None:
         self._publishing.publish(seq, destination, message)
 
-    # ---- fault seam (ackbridge.testing.faults) --------------------------------------------------
+    # ---- the declared fault seam (TransportBase) --------------------------------------------------
     def sever(self, reason: str) -> None:
         """End the connection from the client side (pika's public close): the core
         sees a loss, as on a network fault, and the transport reconnects."""

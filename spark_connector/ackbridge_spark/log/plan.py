@@ -1,7 +1,7 @@
 """Planning the executor-side source's micro-batches: positions, caps and splits.
 
 Pure functions, no broker and no Spark: the stream reader
-(:mod:`ackbridge_spark.log_source`) feeds them what the broker said, and
+(:mod:`ackbridge_spark.log.source`) feeds them what the broker said, and
 Spark's checkpoint stores what they return.
 
 A *position* is where the query stands in every log it reads:

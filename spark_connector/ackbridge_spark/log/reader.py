@@ -12,7 +12,7 @@ against a misbehaving plugin (a record outside the range, an offset twice).
 The one change a log makes is retention removing its head. A range whose first
 record read lies past its start (or which yields none) asks the log for its
 first offset: offsets of the range below it are data loss, reported by the
-task (:func:`ackbridge_spark.loss.report_removed`) unless the driver already
+task (:func:`ackbridge_spark.log.loss.report_removed`) unless the driver already
 reported them when it planned the batch (``LogSplit.reported_below``). A gap
 above the log's first offset is not loss: a broker spends offsets on records
 of its own (RabbitMQ's offset-tracking entries) that no range read returns.
@@ -24,16 +24,15 @@ import contextlib
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from ackbridge.errors import BrokerError
 from ackbridge.transport.offset_log import LogRecord, OffsetLog, OffsetRange
-from ackbridge_spark._schema import ARROW_SCHEMA, _headers_array
-from ackbridge_spark.log_options import LogSourceOptions
-from ackbridge_spark.loss import report_removed
+from ackbridge_spark.log.loss import report_removed
+from ackbridge_spark.log.options import LogSourceOptions
+from ackbridge_spark.schema import ARROW_SCHEMA, _headers_array
 
 log = logging.getLogger("ackbridge.spark")
 
@@ -171,7 +170,7 @@ def to_batch(chunk: Sequence[LogRecord], source: str, broker: str) -> pa.RecordB
 
 def read_split(split: LogSplit, options: LogSourceOptions) -> Iterator[pa.RecordBatch]:
     """The rows of *split* as Arrow batches (runs on an executor)."""
-    chunk: list[Any] = []
+    chunk: list[LogRecord] = []
     size = 0
     for record in records(split, options):
         chunk.append(record)

@@ -1,8 +1,8 @@
 """``parallelism=N``: N reader processes, N broker connections, >= N partitions per batch.
 
 Where things run: the source's runner process on the driver (see
-:mod:`ackbridge_spark.source`) starts N reader processes
-(:mod:`ackbridge_spark.reader_process`) on its first call; each opens its own
+:mod:`ackbridge_spark.push.source`) starts N reader processes
+(:mod:`ackbridge_spark.push.reader_process`) on its first call; each opens its own
 broker connection -- competing consumers on the same queues, or, when at
 least N sources are listed, each reader its own share of them. The runner
 only coordinates: on each trigger it asks every reader for up to
@@ -40,11 +40,10 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from ackbridge.errors import AckbridgeError, DataLossError
-from ackbridge_spark._options import ConnectorOptions
+from ackbridge_spark.options import ConnectorOptions
+from ackbridge_spark.push.partition import AckbridgePartition, read_partition
 from ackbridge_spark.reader_state import OptionsOnlyPickle
 from ackbridge_spark.runner import install_sigterm_handler
-from ackbridge_spark.settlement import AckbridgePartition
-from ackbridge_spark.source import read_partition
 
 log = logging.getLogger("ackbridge.spark")
 
@@ -68,7 +67,7 @@ class _Reader:
         env = dict(os.environ)
         # The runner's own sys.path (pyspark's zip, the connector) for the child too.
         env["PYTHONPATH"] = os.pathsep.join(child_path(sys.path))
-        self.proc = subprocess.Popen([sys.executable, "-m", "ackbridge_spark.reader_process"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "ackbridge_spark.push.reader_process"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self.send("init", options)  # answered later: the readers start side by side
 

@@ -10,8 +10,8 @@ What runs where (see docs/spark.md):
   ``partitions`` plans ``minPartitions`` fetch tasks (a pull consumer hands
   out what it has: there are no ranges to cut);
 * each task fetches its share on its own connection and writes its rows and
-  their ack handles to files (:mod:`ackbridge_spark.fetch_task`,
-  :mod:`ackbridge_spark.fetch_files`); no payload passes through the driver;
+  their ack handles to files (:mod:`ackbridge_spark.fetch.task`,
+  :mod:`ackbridge_spark.fetch.files`); no payload passes through the driver;
 * once Spark has committed batch N (``commit``, or ``latestOffset`` with
   ``settleOnPlan``: ``commits/N`` is on disk by then), the runner reads the
   handle files of batch N and acks them all with one
@@ -39,9 +39,9 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from ackbridge.errors import AckbridgeError
-from ackbridge_spark import fetch_files
-from ackbridge_spark.fetch_options import FetchOptions
-from ackbridge_spark.fetch_task import FetchTask, read_fetch
+from ackbridge_spark.fetch import files
+from ackbridge_spark.fetch.options import FetchOptions
+from ackbridge_spark.fetch.task import FetchTask, read_fetch
 from ackbridge_spark.reader_state import OptionsOnlyPickle
 from ackbridge_spark.runner import install_sigterm_handler
 
@@ -130,7 +130,7 @@ class FetchStreamReader(OptionsOnlyPickle[FetchOptions], DataSourceStreamReader,
         if n == _batch(start):
             return []
         directory = self._directory()
-        tasks = fetch_files.plan(directory, n, self._opts.min_partitions, self._opts.base.write_ahead_file_mode)
+        tasks = files.plan(directory, n, self._opts.min_partitions, self._opts.base.write_ahead_file_mode)
         share = -(-self._opts.base.max_records_per_batch // tasks)
         return [FetchTask(n, i, share, directory) for i in range(tasks)]
 
@@ -146,11 +146,11 @@ class FetchStreamReader(OptionsOnlyPickle[FetchOptions], DataSourceStreamReader,
         failure is logged and counted: the folder stays, and the next commit tries
         again (meanwhile the broker may redeliver: duplicates, never a loss)."""
         directory = self._directory()
-        for n in fetch_files.batches_through(directory, batch):
-            tasks = fetch_files.planned_tasks(directory, n) or 0
+        for n in files.batches_through(directory, batch):
+            tasks = files.planned_tasks(directory, n) or 0
             handles: list[str] = []
             for i in range(tasks):
-                found = fetch_files.read_handles(directory, n, i)
+                found = files.read_handles(directory, n, i)
                 if found is None:
                     # A committed batch's tasks all completed: only a lost file gets here.
                     self.stats["missing_parts"] += 1
@@ -160,7 +160,7 @@ class FetchStreamReader(OptionsOnlyPickle[FetchOptions], DataSourceStreamReader,
                 handles.extend(found)
             if handles and not self._ack(handles):
                 return
-            fetch_files.remove_batch(directory, n)
+            files.remove_batch(directory, n)
 
     def _ack(self, handles: list[str]) -> bool:
         try:

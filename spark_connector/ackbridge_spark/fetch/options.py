@@ -1,7 +1,7 @@
 """Options of the executor-fetch source (``fetch=executors``).
 
 ``fetch`` picks who receives from a queue broker: ``driver`` (the default, the
-driver-side source) or ``executors`` (:mod:`ackbridge_spark.fetch_source`),
+driver-side source) or ``executors`` (:mod:`ackbridge_spark.fetch.source`),
 which needs a broker whose acks any connection may settle
 (``Capabilities.connection_free_acks``: NATS JetStream) and one that tells
 how many messages wait (``inspect_queue``). No plugin is named here: the
@@ -23,7 +23,8 @@ from typing import Any
 from ackbridge.capabilities import Topology
 from ackbridge.errors import AckbridgeError, InvalidOptionError
 from ackbridge.urls import parse_url
-from ackbridge_spark._options import ConnectorOptions, _int, _lower, parse
+from ackbridge_spark.fault_seam import refuse_source_faults
+from ackbridge_spark.options import ConnectorOptions, _int, _lower, parse
 
 #: Values of the ``fetch`` option.
 DRIVER, EXECUTORS = "driver", "executors"
@@ -36,7 +37,6 @@ NOT_FOR_FETCH = {
     "availableNowIdleMs": "AvailableNow ends once the durable holds nothing pending or ack-pending",
     "dedupeReplayed": "a retried or replayed task reads its part's rows back from its file",
     "failOnDataLoss": "loss detection (ackbridge-seq gaps) runs in the driver-side source only",
-    "testSeverAfterBatches": "a driver-side fault seam",
 }
 #: Row offsets are batch << 32 | task << 22 | row: limits on tasks and rows per task.
 MAX_TASKS = 1 << 10
@@ -127,6 +127,7 @@ def parse_fetch(options: Mapping[str, str]) -> FetchOptions:
     for name, instead in NOT_FOR_FETCH.items():
         if opts.get(name.lower()) not in (None, ""):
             raise InvalidOptionError(f"ackbridge option {name!r} does not apply to fetch=executors: {instead}")
+    refuse_source_faults(opts, "fetch=executors")
     _check_broker(opts.get("url") or "")
     base = parse({k: v for k, v in opts.items() if k not in {n.lower() for n in FETCH_ONLY}})
     parsed = FetchOptions(

@@ -23,14 +23,15 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from ackbridge.errors import InvalidOptionError
 from ackbridge.transport.files import PRIVATE_FILE, parse_mode
+from ackbridge_spark.fault_seam import NO_FAULTS, Faults, is_fault_option, parse_faults
 
 #: The connector's own options, as documented (Spark's map is case-insensitive: matched lower case).
 OWN_OPTIONS = (
     "url", "queue", "topic", "address", "subscribe", "username", "password", "prefetch", "maxRecordsPerBatch",
     "writeAheadPath", "writeAheadFileMode", "settleOnPlan", "availableNowIdleMs", "dedupeReplayed",
-    "failOnDataLoss", "parallelism", "testSeverAfterBatches", "testSeverAfterRows", "testFailAfterRows",
-    "confirmTimeout", "window", "messageIdPrefix", "fetch",
+    "failOnDataLoss", "parallelism", "confirmTimeout", "window", "messageIdPrefix", "fetch",
 )
+# Test-only faults (``testSeverAfterBatches``...) are no user option: see ackbridge_spark.fault_seam.
 _OWN = {name.lower() for name in OWN_OPTIONS}
 #: Options Spark itself puts into a writer's/reader's map: never broker options.
 SPARK_OPTIONS = ("checkpointLocation", "queryName", "outputMode", "path", "trigger", "mergeSchema")
@@ -113,11 +114,8 @@ class ConnectorOptions:
     confirm_timeout: float | None
     window: int | None
     message_id_prefix: str | None
-    test_sever_after_batches: int
-    #: Sink fault injection (tests only; first attempt of each task): sever the
-    #: connection / raise after this many rows were published (0 = off).
-    test_sever_after_rows: int = 0
-    test_fail_after_rows: int = 0
+    #: Test-only faults (:mod:`ackbridge_spark.fault_seam`): none unless a test asked.
+    faults: Faults = NO_FAULTS
     #: A gap reported by loss detection (``ackbridge-seq`` numbers) fails the query.
     fail_on_data_loss: bool = False
     #: Reader processes (each with its own broker connection) and the least partitions per batch.
@@ -190,7 +188,7 @@ def parse(options: Mapping[str, str], *, check_plugin: bool = True) -> Connector
     # 65535, the largest prefetch AMQP 0-9-1 (a 16-bit basic.qos) and MQTT (receive
     # maximum) can carry, so a large maxRecordsPerBatch alone never asks for more.
     prefetch = _int(opts, "prefetch", min(MAX_DEFAULT_PREFETCH, max(100, 2 * max_rows)))
-    passthrough = {k: v for k, v in opts.items() if k not in _OWN and k not in _SPARK}
+    passthrough = {k: v for k, v in opts.items() if k not in _OWN and k not in _SPARK and not is_fault_option(k)}
     parsed = ConnectorOptions(
         url=url,
         sources=sources,
@@ -204,9 +202,7 @@ def parse(options: Mapping[str, str], *, check_plugin: bool = True) -> Connector
         confirm_timeout=_confirm_timeout(opts.get("confirmtimeout")),
         window=_int(opts, "window", 1000) if opts.get("window") else None,
         message_id_prefix=opts.get("messageidprefix") or None,
-        test_sever_after_batches=_int(opts, "testseverafterbatches", 0, minimum=0),
-        test_sever_after_rows=_int(opts, "testseverafterrows", 0, minimum=0),
-        test_fail_after_rows=_int(opts, "testfailafterrows", 0, minimum=0),
+        faults=parse_faults(opts),
         fail_on_data_loss=_bool(opts, "failondataloss", False),
         parallelism=_int(opts, "parallelism", 1),
         passthrough=passthrough,

@@ -10,7 +10,7 @@ Runs in Spark's Python workers. A task of batch N, part i:
    until it has its share, nothing arrived for ``fetchIdleMs``, or
    ``fetchTimeoutMs`` passed; a delivery beyond its share is requeued at once;
 3. writes the rows and their ack handles, and claims the part
-   (:mod:`ackbridge_spark.fetch_files`: the first attempt to finish wins);
+   (:mod:`ackbridge_spark.fetch.files`: the first attempt to finish wins);
 4. closes the connection: with ``leave_unsettled=True`` when it claimed the
    part -- what it took stays pending on the broker (nothing is -NAKed) until
    the driver acks the handles after Spark committed the batch, or the broker
@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from ackbridge_spark import fetch_files
-from ackbridge_spark._schema import ARROW_SCHEMA, from_ipc, to_ipc, to_record_batch
-from ackbridge_spark.fetch_options import FetchOptions
+from ackbridge_spark.fetch import files
+from ackbridge_spark.fetch.options import FetchOptions
+from ackbridge_spark.schema import ARROW_SCHEMA, from_ipc, to_ipc, to_record_batch
 from ackbridge_spark.sources import subscribe_all
 
 if TYPE_CHECKING:
@@ -103,13 +103,13 @@ def fetch_and_claim(task: FetchTask, opts: FetchOptions) -> bytes:
         taken = taker.stop()
         handles = [d.ack_handle for d in taken]
         rows = to_ipc(to_record_batch([(row_offset(task, i), d) for i, d in enumerate(taken)]))
-        claimed = fetch_files.claim_part(task.directory, task.batch, task.index, rows, handles,
+        claimed = files.claim_part(task.directory, task.batch, task.index, rows, handles,
                                          base.write_ahead_file_mode)
     finally:
         conn.close(leave_unsettled=claimed)
     if claimed:
         return rows
-    winner = fetch_files.read_rows(task.directory, task.batch, task.index)
+    winner = files.read_rows(task.directory, task.batch, task.index)
     assert winner is not None  # claim_part returns False only when the part exists
     return winner
 
@@ -117,7 +117,7 @@ def fetch_and_claim(task: FetchTask, opts: FetchOptions) -> bytes:
 def read_fetch(task: FetchTask, opts: FetchOptions) -> Iterator[pa.RecordBatch]:
     """The rows of *task* (runs on an executor)."""
     # A retried or replayed part: the rows of the attempt that claimed it.
-    written = fetch_files.read_rows(task.directory, task.batch, task.index)
+    written = files.read_rows(task.directory, task.batch, task.index)
     batches = from_ipc(written if written is not None else fetch_and_claim(task, opts))
     for batch in batches:
         if batch.num_rows:

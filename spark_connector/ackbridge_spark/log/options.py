@@ -3,7 +3,7 @@
 Which source a query gets is decided at ``load()``, from the URL's scheme
 alone: a plugin that registers an ``offset_log`` factory
 (:class:`ackbridge.plugins.AdapterSpec`) is read by offset ranges on the
-executors (:mod:`ackbridge_spark.log_source`); any other broker by the
+executors (:mod:`ackbridge_spark.log.source`); any other broker by the
 driver-side source. No plugin is imported by name.
 
 The two sources share what means the same thing (``url``, the source list
@@ -19,12 +19,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ackbridge.errors import AckbridgeError, InvalidOptionError
 from ackbridge.urls import parse_url
-from ackbridge_spark._options import _bool, _lower, _with_credentials, split_sources
-from ackbridge_spark.offset_plan import Starting, parse_starting
+from ackbridge_spark.fault_seam import refuse_faults
+from ackbridge_spark.log.plan import Starting, parse_starting
+
+if TYPE_CHECKING:
+    from ackbridge.options import OptionSpec
+from ackbridge_spark.options import _bool, _lower, _with_credentials, split_sources
 
 #: The executor-side source's own options, as documented (matched lower case).
 LOG_OPTIONS = (
@@ -39,9 +43,6 @@ NOT_FOR_LOGS = {
     "writeAheadFileMode": "there are no write-ahead files",
     "availableNowIdleMs": "AvailableNow reads up to the end the logs had when the query started",
     "dedupeReplayed": "a replayed range holds the same records; nothing is redelivered",
-    "testSeverAfterBatches": "a driver-side fault seam",
-    "testSeverAfterRows": "a sink option",
-    "testFailAfterRows": "a sink option",
     "confirmTimeout": "a sink option",
     "window": "a sink option",
     "messageIdPrefix": "a sink option",
@@ -90,7 +91,7 @@ def keeps_offset_log(url: str) -> bool:
         return False
 
 
-def _plugin(url: str) -> tuple[str, str, list[Any]]:
+def _plugin(url: str) -> tuple[str, str, list[OptionSpec]]:
     """(plugin name, owner text for messages, the option specs its offset log takes).
 
     The contract (``AdapterSpec.offset_log``) does not say which options the factory
@@ -169,6 +170,7 @@ def parse_log(options: Mapping[str, str]) -> LogSourceOptions:
 
 
 def _parse(opts: dict[str, str], url: str) -> LogSourceOptions:
+    refuse_faults(opts, "the stream source (offset-log brokers are read on the executors)")
     for name, why in NOT_FOR_LOGS.items():
         if name.lower() in opts:
             raise InvalidOptionError(f"ackbridge option {name!r} does not apply to the stream source "

@@ -1,10 +1,10 @@
 """One parallel reader process (``parallelism=N`` starts N of them): its own broker
 connection, driven by the source's runner over a pipe.
 
-Started as ``python -m ackbridge_spark.reader_process``: stdin carries pickled
+Started as ``python -m ackbridge_spark.push.reader_process``: stdin carries pickled
 commands, the process's original stdout carries pickled replies (``sys.stdout``
 is pointed at stderr so that nothing else can write into the protocol). Inside
-is a plain :class:`~ackbridge_spark.source.AckbridgeStreamReader` over this
+is a plain :class:`~ackbridge_spark.push.source.AckbridgeStreamReader` over this
 reader's sources: numbering, settle-after-commit, stale refusal, write-ahead
 files and loss detection are the single reader's, run N times in parallel.
 
@@ -28,7 +28,7 @@ from typing import Any, BinaryIO
 def serve(commands: BinaryIO, replies: BinaryIO) -> None:
     from pyspark.sql.streaming.datasource import ReadMaxRows
 
-    from ackbridge_spark.source import AckbridgeStreamReader
+    from ackbridge_spark.push.source import AckbridgeStreamReader
 
     reader: AckbridgeStreamReader | None = None
 

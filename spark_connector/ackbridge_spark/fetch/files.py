@@ -30,7 +30,7 @@ import os
 import shutil
 import uuid
 
-from ackbridge_spark.write_ahead import write_atomically
+from ackbridge_spark.atomic_files import write_atomically
 
 _PREFIX = "batch-"
 

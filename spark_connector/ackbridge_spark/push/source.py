@@ -10,11 +10,11 @@ subscribe).
 One reader consumes every listed source (queues, MQTT topic filters, AMQP 1.0
 addresses: :mod:`ackbridge_spark.sources`) on its one connection; with
 ``parallelism=N`` the runner drives N of them in reader processes instead
-(:mod:`ackbridge_spark.parallel`).
+(:mod:`ackbridge_spark.push.parallel`).
 
 Offsets are ``{"seq": n, "batch": b}`` (plus ``"producers"``, the loss
 detection's highest sequence number per source and producer:
-:mod:`ackbridge_spark.loss`): ``seq`` numbers deliveries in the
+:mod:`ackbridge_spark.push.loss`): ``seq`` numbers deliveries in the
 order they were planned; ``batch`` counts non-empty source batches (equal to
 Spark's batchId for single-source queries without no-data batches). A
 delivery is numbered only when ``latestOffset`` offers it to Spark, so a fresh
@@ -45,17 +45,20 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from ackbridge.errors import ConnectionLostError, DataLossError
-from ackbridge_spark._options import ConnectorOptions
-from ackbridge_spark._schema import ARROW_SCHEMA, BodyScratch, from_ipc, to_ipc, to_record_batch
-from ackbridge_spark.loss import LossWatch
+from ackbridge_spark import fault_seam
+from ackbridge_spark.atomic_files import write_atomically
+from ackbridge_spark.options import ConnectorOptions
+from ackbridge_spark.push.loss import LossWatch
+from ackbridge_spark.push.partition import AckbridgePartition, read_partition
+from ackbridge_spark.push.settlement import Settlement
+from ackbridge_spark.push.write_ahead import batch_file, remove_through
 from ackbridge_spark.reader_state import OptionsOnlyPickle
 from ackbridge_spark.runner import install_sigterm_handler, tune_gc
-from ackbridge_spark.settlement import AckbridgePartition, CommittedSettlement
+from ackbridge_spark.schema import BodyScratch, to_ipc, to_record_batch
 from ackbridge_spark.sources import is_mqtt, subscribe_all
-from ackbridge_spark.write_ahead import batch_file, remove_through, write_atomically
 
 if TYPE_CHECKING:
-    from ackbridge.contract import Connection, Consumer
+    from ackbridge import Connection, Consumer, Delivery
 
 log = logging.getLogger("ackbridge.spark")
 
@@ -68,8 +71,10 @@ def _batch(offset: dict[str, Any] | None) -> int:
     return int((offset or {}).get("batch", -1))
 
 
-class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettlement, DataSourceStreamReader,
-                            SupportsTriggerAvailableNow):
+class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The driver-side source's reader; what Spark committed is settled by its
+    :class:`~ackbridge_spark.push.settlement.Settlement`."""
+
     def __init__(self, options: ConnectorOptions) -> None:
         self._opts = options
         self._reset_runtime()
@@ -85,27 +90,22 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettle
         self._last_generation: dict[str, int] = {}
         self._counted_generations: set[int] = set()
         self._loss = LossWatch(self._opts.fail_on_data_loss)
-        self._pending: deque[Any] = deque()
+        self._pending: deque[Delivery] = deque()
         self._scratch = BodyScratch()  # the body column's buffer, reused by every batch this reader plans
         # Filled by the consumer's handler on the transport's thread, drained by _pull.
-        self._inbox: deque[Any] = deque()
-        # seq -> delivery. Seqs are only ever inserted in increasing order (a delivery
-        # handed back by a replay gets a new, higher one), so the dict's own order is
-        # seq order: settling through a seq takes a prefix, the unplanned rest is a suffix.
-        self._numbered: dict[int, Any] = {}
-        # Last seq of each planned range -> its batch id (for spark-committed labels).
-        self._batch_ends: dict[int, int] = {}
+        self._inbox: deque[Delivery] = deque()
+        #: What is numbered (offered to Spark) and not settled yet, and how it is settled.
+        self._settlement = Settlement(dedupe_replayed=self._opts.dedupe_replayed,
+                                      on_connection_lost=self._drop_connection)
         self._high = 0
         self._available_now = False
         self._batches_planned = 0
-        self._replayed_ids: dict[int, set[str]] = {}  # end seq of a replayed WAL batch -> its message ids
-        self._held: dict[str, Any] = {}  # redeliveries of replayed messages, acked when the replay commits
-        self._committed_replayed: set[str] = set()
-        # Set once a replay handed numbered deliveries back to _pending: numbering
-        # order is then no longer receive order, and batches settle one by one.
-        self._reordered = False
-        self.stats = {"settled": 0, "stale_refused": 0, "labels_sent": 0, "replay_duplicates_acked": 0,
-                      "reconnects": 0, "dropped_stale": 0, "data_loss": 0}
+        self._counters = {"reconnects": 0, "dropped_stale": 0, "data_loss": 0}
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """The reader's counters (settlement's and its own), as progress shows them."""
+        return {**self._settlement.stats, **self._counters}
 
     # ---- connection (runner only, lazily) ----------------------------------------
     def _ensure_connected(self) -> None:
@@ -123,7 +123,7 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettle
         # and popleft are atomic, and only this thread pops (in _pull). One inbox per
         # connection, shared by its consumers: a dropped connection's late deliveries
         # land in its own.
-        inbox: deque[Any] = deque()
+        inbox: deque[Delivery] = deque()
         try:
             opened = subscribe_all(conn, conn.url.scheme, opts.sources, opts.prefetch, inbox.append)
         except BaseException:
@@ -131,17 +131,18 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettle
                 conn.close()
             raise
         if self._connections_opened:
-            self.stats["reconnects"] += 1  # a new connection after this reader dropped one
+            self._counters["reconnects"] += 1  # a new connection after this reader dropped one
         self._connections_opened += 1
         self._conn = conn
         self._inbox = inbox
         self._consumers = {s.key: s.consumer for s in opened}
+        self._settlement.attach(conn, self._consumers)
         self._names = {s.key: s.name for s in opened}
         self._topic_from_routing_key = is_mqtt(conn.url.scheme)
         self._last_generation, self._counted_generations = {}, set()
         log.info("ackbridge source subscribed to %s on %s", ", ".join(map(repr, opts.sources)), conn.url.redacted)
 
-    def _note_generations(self, inbox: deque[Any], n: int) -> None:
+    def _note_generations(self, inbox: deque[Delivery], n: int) -> None:
         """Count every new connection generation as a reconnect: a source whose
         deliveries now come from a generation it had not delivered from before (the
         transport reconnected: a broker restart, a connection the broker closed).
@@ -150,7 +151,7 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettle
         new generation arrives. Generations only grow in one source's receive
         order, so one source needs only the first and last of what arrived."""
         last = self._last_generation
-        seen: tuple[tuple[Any, Any], ...]
+        seen: tuple[tuple[str, int], ...]
         if len(self._consumers) == 1:
             seen = ((inbox[0].source, inbox[0].generation), (inbox[n - 1].source, inbox[n - 1].generation))
         else:
@@ -161,10 +162,11 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettle
                 last[source] = generation
                 if before is not None and generation not in self._counted_generations:
                     self._counted_generations.add(generation)
-                    self.stats["reconnects"] += 1
+                    self._counters["reconnects"] += 1
 
     def _drop_connection(self) -> None:
         conn, self._conn, self._consumers = self._conn, None, {}
+        self._settlement.detach()
         self._pending.clear()
         self._inbox = deque()
         if conn is not None:
@@ -181,7 +183,7 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettle
                 time.sleep(0.005)
         # Without replays in this run there is nothing to hold back or dedupe:
         # skip the per-delivery checks (this loop runs for every message).
-        admit = self._admit if (self._replayed_ids or self._committed_replayed) else self._pending.append
+        admit = self._admit if self._settlement.replaying else self._pending.append
         popleft = inbox.popleft
         n = len(inbox)
         if n:
@@ -189,16 +191,9 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettle
         for _ in range(n):
             admit(popleft())
 
-    def _admit(self, delivery: Any) -> None:
-        mid = delivery.message_id
-        if mid is not None and delivery.redelivered:
-            if mid in self._committed_replayed:
-                self._settle_one(delivery, None, replay_duplicate=True)
-                return
-            if any(mid in ids for ids in self._replayed_ids.values()):
-                self._held[mid] = delivery
-                return
-        self._pending.append(delivery)
+    def _admit(self, delivery: Delivery) -> None:
+        if not self._settlement.admit(delivery):
+            self._pending.append(delivery)
 
     # ---- DataSourceStreamReader -------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
@@ -219,20 +214,20 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettle
         self._ensure_connected()
         if self._opts.settle_on_plan:
             # commits/N is on disk before latestOffset(start=end_N) is called.
-            self._settle_through(s)
+            self._settlement.settle_through(s)
         remove_through(self._opts.write_ahead_path, s)
         try:
             self._pull()
             self._drop_stale()
             cap = self._cap(limit)
-            offered = self._numbered_after(s)
+            offered = self._settlement.numbered_after(s)
             if len(offered) < cap and not self._pending and self._available_now:
                 self._pull(wait=self._opts.available_now_idle_ms / 1000.0)
                 self._drop_stale()
         except ConnectionLostError:
             log.warning("ackbridge source lost its connection; reconnecting on the next trigger")
             self._drop_connection()
-            offered = self._numbered_after(s)
+            offered = self._settlement.numbered_after(s)
             cap = self._cap(limit)
         batch = _batch(start) + 1
         # offered: numbered by an earlier call but not planned yet, then new ones; ascending.
@@ -246,7 +241,7 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettle
             except DataLossError:
                 pending.extendleft(reversed(taken))  # failOnDataLoss: nothing numbered, nothing planned
                 raise
-            self._numbered.update(zip(range(high + 1, high + take + 1), taken, strict=True))
+            self._settlement.number(high + 1, taken)
             offered.extend(range(high + 1, high + take + 1))
             self._high = high + take
         if not offered:
@@ -258,11 +253,11 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettle
         if isinstance(limit, ReadMinRows) and len(offered) < limit.min_rows and not self._available_now:
             return start
         end = offered[min(cap, len(offered)) - 1]
-        self._batch_ends[end] = batch
+        self._settlement.planned(end, batch)
         producers = self._loss.state()
         return {"seq": end, "batch": batch, "producers": producers} if producers else {"seq": end, "batch": batch}
 
-    def _check_loss(self, deliveries: list[Any]) -> None:
+    def _check_loss(self, deliveries: list[Delivery]) -> None:
         check = self._loss.check
         before = self._loss.missing
         try:
@@ -271,16 +266,7 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettle
                 if headers:
                     check(d.source, headers)
         finally:
-            self.stats["data_loss"] += self._loss.missing - before
-
-    def _numbered_after(self, seq: int) -> list[int]:
-        """Numbered seqs above *seq*, ascending: a suffix of ``_numbered``."""
-        return list(itertools.takewhile(seq.__lt__, reversed(self._numbered)))[::-1]
-
-    def _batch_of(self, seq: int) -> int | None:
-        """The batch id of the planned range holding *seq*."""
-        ends = [end for end in self._batch_ends if end >= seq]
-        return self._batch_ends[min(ends)] if ends else None
+            self._counters["data_loss"] += self._loss.missing - before
 
     def _cap(self, limit: ReadLimit) -> int:
         if isinstance(limit, ReadMaxRows):
@@ -294,12 +280,12 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettle
         self._high = max(self._high, e)
         wal = batch_file(self._opts.write_ahead_path, s, e)
         if wal is not None and os.path.exists(wal):
-            return [self._replay(wal, s, e)]
-        numbered = self._numbered
+            return [self._settlement.replay(wal, s, e, self._pending)]
+        numbered = self._settlement.numbered
         rows = [(q, numbered[q]) for q in range(s + 1, e + 1) if q in numbered]
         self._batches_planned += 1
-        if self._opts.test_sever_after_batches and self._batches_planned == self._opts.test_sever_after_batches:
-            self._test_sever()
+        if self._batches_planned == self._opts.faults.sever_after_batches > 0:
+            self._sever_for_test()
         if not rows:
             # A range planned by an earlier run (crash before commit): its messages
             # were never settled, the broker redelivers them into later batches.
@@ -321,19 +307,20 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettle
     def commit(self, end: dict[str, Any]) -> None:
         e = _seq(end)
         self._high = max(self._high, e)
-        if self._conn is None and not self._numbered:
+        if self._conn is None and not self._settlement.numbered:
             return
-        self._settle_through(e)
+        self._settlement.settle_through(e)
         remove_through(self._opts.write_ahead_path, e)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         # Shown as sources[0].latestOffset in lastProgress: counters, no secrets.
-        return {"seq": self._high, "buffered": len(self._pending) + len(self._inbox), "unsettled": len(self._numbered),
-                **self.stats}
+        return {"seq": self._high, "buffered": len(self._pending) + len(self._inbox),
+                "unsettled": len(self._settlement.numbered), **self.stats}
 
     def stop(self) -> None:
         # Undecided deliveries (uncommitted batches) return to the broker on close.
         conn, self._conn, self._consumers = self._conn, None, {}
+        self._settlement.detach()
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
@@ -344,49 +331,19 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], CommittedSettle
         if not self._pending or not _is_stale(self._pending[0]):
             return
         kept = [d for d in self._pending if not _is_stale(d)]
-        self.stats["dropped_stale"] += len(self._pending) - len(kept)
+        self._counters["dropped_stale"] += len(self._pending) - len(kept)
         self._pending = deque(kept)
 
-    def _test_sever(self) -> None:
+    def _sever_for_test(self) -> None:
+        """The ``testSeverAfterBatches`` fault (:mod:`ackbridge_spark.fault_seam`)."""
         if self._conn is None:
             return
-        from ackbridge.testing.faults import faults
-
         log.warning("ackbridge source: fault injection, severing the broker connection")
         try:
-            faults(self._conn).sever("fault injection (testSeverAfterBatches)")
+            fault_seam.sever(self._conn, "fault injection (testSeverAfterBatches)")
         except NotImplementedError as exc:
             log.warning("ackbridge source: %s", exc)
 
 
-def _is_stale(delivery: Any) -> bool:
+def _is_stale(delivery: Delivery) -> bool:
     return bool(delivery.stale)
-
-
-#: Rows of a partition go to Spark in record batches of about this many bytes.
-READ_CHUNK_BYTES = 4 * 1024 * 1024
-
-
-def read_partition(partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    """The rows of *partition* (runs on an executor).
-
-    A write-ahead file is memory-mapped, not read: the batches point into the
-    page cache, with no copy of the file in the worker's memory. Rows go out in
-    slices of about ``READ_CHUNK_BYTES``, each one Arrow message to Spark,
-    instead of one message per planned batch (~100 MB at 25,000 bodies of 4 KiB).
-    """
-    assert isinstance(partition, AckbridgePartition)
-    if partition.path is not None:
-        batches = from_ipc(pa.memory_map(partition.path))
-    else:
-        batches = from_ipc(partition.ipc or b"")
-    if partition.rows is not None:
-        table = pa.Table.from_batches(batches, schema=batches[0].schema) if batches else None
-        lo, hi = partition.rows
-        batches = table.slice(lo, hi - lo).to_batches() if table is not None else []
-    for batch in batches:
-        if batch.schema != ARROW_SCHEMA:
-            batch = batch.cast(ARROW_SCHEMA)
-        rows = max(1, READ_CHUNK_BYTES * batch.num_rows // max(1, batch.nbytes))
-        for start in range(0, batch.num_rows, rows):
-            yield batch.slice(start, rows)

@@ -11,21 +11,21 @@ What runs where (see docs/spark.md, "Which source, and what runs where"):
   they show: a start below the log's first offset in ``latestOffset``, a planned
   range -- also one Spark replays from the checkpoint, which never passes
   ``latestOffset`` -- starting below it in ``partitions``, and retention between
-  the plan and the read on the executor (:func:`ackbridge_spark.loss.report_removed`);
+  the plan and the read on the executor (:func:`ackbridge_spark.log.loss.report_removed`);
 * the start of the first batch is not in Spark's checkpoint (Spark asks
   ``initialOffset`` for it again when it replays batch 0): each partition's start
   that did not come from the broker is stored under ``consumerReference`` before
   the first batch is planned, so a replay of batch 0 starts where the first
   attempt did (see :meth:`LogStreamReader.initialOffset`);
 * each executor task opens its own connection and reads its range
-  (:mod:`ackbridge_spark.log_reader`); no payload passes through the driver;
+  (:mod:`ackbridge_spark.log.reader`); no payload passes through the driver;
 * once Spark has committed a batch, the runner stores each partition's next
   offset on the broker under ``consumerReference`` (``OffsetLog.store_offset``:
   the log's cumulative ack), so other tools see the query's progress.
 
 Exactly-once into Spark's file sink holds by construction: Spark's checkpoint
 holds both positions of every planned batch, a range of a log always holds
-the same records, and :func:`ackbridge_spark.offset_plan.split` depends on the
+the same records, and :func:`ackbridge_spark.log.plan.split` depends on the
 positions alone -- a batch replayed after a driver crash has the same rows,
 and the file sink's ``_spark_metadata`` log adds a batch's files once. The
 offsets stored on the broker are for the world to see and for a *new*
@@ -50,10 +50,9 @@ from pyspark.sql.streaming.datasource import (
 
 from ackbridge.errors import InvalidOptionError
 from ackbridge.transport.offset_log import OffsetLog
-from ackbridge_spark.log_options import LogSourceOptions
-from ackbridge_spark.log_reader import LogSplit, read_split
-from ackbridge_spark.loss import Removed, report_removed
-from ackbridge_spark.offset_plan import (
+from ackbridge_spark.log.loss import Removed, report_removed
+from ackbridge_spark.log.options import LogSourceOptions
+from ackbridge_spark.log.plan import (
     Bounds,
     Position,
     Split,
@@ -63,6 +62,7 @@ from ackbridge_spark.offset_plan import (
     ranges,
     split,
 )
+from ackbridge_spark.log.reader import LogSplit, read_split
 from ackbridge_spark.reader_state import OptionsOnlyPickle
 from ackbridge_spark.runner import install_sigterm_handler
 

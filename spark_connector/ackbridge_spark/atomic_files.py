@@ -1,7 +1,8 @@
-"""Write-ahead files: a planned batch's rows on disk, so a restarted query
-replays exactly what it planned. Files and the directories created for them
-are private to the user (0600 / 0700) unless ``writeAheadFileMode`` relaxes
-them: they hold message bodies."""
+"""Writing a file atomically and privately: the write-ahead files of the
+driver-side source (:mod:`ackbridge_spark.push.write_ahead`) and the part files
+of the executor-fetch source (:mod:`ackbridge_spark.fetch.files`). Files and the
+directories created for them are private to the user (0600 / 0700) unless
+``writeAheadFileMode`` relaxes them: they hold message bodies."""
 
 from __future__ import annotations
 
@@ -12,13 +13,6 @@ import uuid
 import pyarrow as pa
 
 from ackbridge.transport.files import PRIVATE_FILE, dir_mode_for, open_private, private_dir
-
-
-def batch_file(directory: str | None, s: int, e: int) -> str | None:
-    """The write-ahead file of planned range (s, e], or None without a directory."""
-    if not directory:
-        return None
-    return os.path.join(directory, f"batch-{s:020d}-{e:020d}.arrow")
 
 
 def write_atomically(path: str, data: bytes | pa.RecordBatch, mode: int = PRIVATE_FILE, *,
@@ -67,19 +61,3 @@ def write_atomically(path: str, data: bytes | pa.RecordBatch, mode: int = PRIVAT
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
-
-
-def remove_through(directory: str | None, seq: int) -> None:
-    """Delete the write-ahead files of ranges ending at or before *seq* (committed)."""
-    if not directory or not os.path.isdir(directory):
-        return
-    for name in os.listdir(directory):
-        if not (name.startswith("batch-") and name.endswith(".arrow")):
-            continue
-        try:
-            end = int(name[:-6].split("-")[2])
-        except (IndexError, ValueError):
-            continue
-        if end <= seq:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(directory, name))

@@ -124,7 +124,7 @@ class TransportBase:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url.redacted}>"
 
-    # ---- fault seam: used through ackbridge.testing.faults, never by the core -----
+    # ---- fault seam: used through ackbridge.transport.faults, never by the core -----
     def sever(self, reason: str) -> None:
         """Cut the connection as a network fault would (the generation ends)."""
         raise NotImplementedError(f"{type(self).__name__} offers no sever() fault")

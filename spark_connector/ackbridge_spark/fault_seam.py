@@ -37,7 +37,6 @@ from ackbridge.options import OptionSpec, resolve_options
 
 if TYPE_CHECKING:
     from ackbridge import Connection
-    from ackbridge.transport import TransportBase
 
 #: What marks an option as a fault of this seam (Spark hands option names lower case).
 FAULT_PREFIX = "test"
@@ -117,21 +116,12 @@ def refuse_source_faults(options: Mapping[str, str], source: str) -> None:
                                  "a driver-side fault seam")
 
 
-def _transport(conn: Connection) -> TransportBase:
-    from ackbridge.transport import TransportBase
-
-    # The connection's own transport: the core keeps it as ``_transport`` and offers no
-    # public accessor; the fault itself is the transport's public ``sever``.
-    found = getattr(conn, "_transport", None)
-    if not isinstance(found, TransportBase):
-        raise TypeError(f"{type(conn).__name__} is not an ackbridge connection")
-    return found
-
-
 def sever(conn: Connection, reason: str) -> None:
     """Cut *conn* as a network fault would (its generation ends); NotImplementedError
     where its transport cannot."""
-    _transport(conn).sever(reason)
+    from ackbridge.transport.faults import faults
+
+    faults(conn).sever(reason)
 
 
 class InjectedTaskFailure(RuntimeError):

@@ -81,7 +81,8 @@ def spans() -> Iterator[InMemorySpanExporter]:
 
 BROKERS = ["embedded", pytest.param("rabbitmq", marks=pytest.mark.rabbitmq),
            pytest.param("mqtt", marks=pytest.mark.mqtt), pytest.param("amqp10", marks=pytest.mark.amqp10),
-           pytest.param("nats", marks=pytest.mark.nats)]
+           pytest.param("nats", marks=pytest.mark.nats),
+           pytest.param("rabbitmq-streams", marks=pytest.mark.rabbitmq_streams)]
 
 
 def make_harness(name: str, tmp_path: Path) -> Any:
@@ -102,6 +103,10 @@ def make_harness(name: str, tmp_path: Path) -> Any:
         require_port(15672, "RabbitMQ management API")
         from tests.amqp10.harness import Amqp10Harness
         return Amqp10Harness()
+    if name == "rabbitmq-streams":
+        require_port(5552, "RabbitMQ's stream plugin")
+        from tests.rabbitmq_streams.harness import StreamsHarness
+        return StreamsHarness()
     require_port(4222, "nats-server (JetStream)")
     from tests.nats.harness import NatsHarness
     return NatsHarness()

@@ -131,14 +131,16 @@ METHOD = (
     "From `python -m tests.scoreboard.run --embedded` (scenarios in `tests/local/scenarios.py`, the same code "
     "`tests/local/test_embedded_faults.py` runs). competing-processes: 3 consumer processes share one queue. "
     "paused-consumer: issue 20's sequence -- consumer A (prefetch 100, lease_timeout 1) holds 30, is SIGSTOPped "
-    "for 6 s while B consumes, SIGCONTed, 100 more are published, A is SIGKILLed, B drains, a fresh connection "
-    "drains (130 ids a run). heartbeat-failure: heartbeats fail for 2 s (lease_timeout 1) while the consumer "
-    "holds 20 deliveries. disk-full: an 8 MB tmpfs is filled while the consumer holds 5, 20 publishes are tried, "
-    "the held deliveries are acked, space is freed. corrupt-file / deleted-file: the messages table's pages are "
-    "overwritten / the file is deleted under an open connection. LOST = confirmed, never delivered, while the "
-    "data still exists; destroyed with the file = confirmed before the file itself was destroyed (counted apart: "
-    "such a row passes when every call after the damage raised DamagedFileError naming the file and nothing "
-    "more was confirmed).")
+    "outside a SQLite write transaction (`pause_outside_write_lock` in scenarios.py: after each SIGSTOP a probe must "
+    "take the broker file's write lock within 0.5 s, else A is resumed and stopped again; paused inside a write "
+    "transaction A would stall every client of the file, docs/embedded-broker.md) for 6 s while B consumes, SIGCONTed, "
+    "100 more are published, A is SIGKILLed, B drains, a fresh connection drains (130 ids a run). heartbeat-failure: "
+    "heartbeats fail for 2 s (lease_timeout 1) while the consumer holds 20 deliveries. disk-full: an 8 MB tmpfs is "
+    "filled while the consumer holds 5, 20 publishes are tried, the held deliveries are acked, space is freed. "
+    "corrupt-file / deleted-file: the messages table's pages are overwritten / the file is deleted under an open "
+    "connection. LOST = confirmed, never delivered, while the data still exists; destroyed with the file = confirmed "
+    "before the file itself was destroyed (counted apart: such a row passes when every call after the damage raised "
+    "DamagedFileError naming the file and nothing more was confirmed).")
 
 
 def markdown(rows: list[EmbeddedRow]) -> str:

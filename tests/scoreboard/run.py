@@ -113,7 +113,11 @@ def replot() -> None:
 
 
 SPARK_TESTS = ("fails_once or sigkilled or connection_cut or available_now or refused_publish_then "
-               "or cut_mid_write or task_fails_after")
+               "or cut_mid_write or task_fails_after "
+               # the exactly-once rows (role "spark exactly-once"): tests/spark/test_exactly_once.py and the
+               # NATS fetch=executors kill; test_rabbitmq_restart stops and starts the shared RabbitMQ
+               "or sigkill_before_commit or sigkill_between_commit_and_ack or rabbitmq_restart "
+               "or driver_sigkill_mid_batch_then_restart")
 
 
 def run_spark_rows() -> list[dict[str, object]]:
@@ -223,6 +227,34 @@ SPARK_SINK_METHOD = (
     "attempts of one partition, its other partition once, then the rewrite) stays at or under "
     "4 x 500 + 500 + 1000 - 1000 unique = 2500; a cut or failed task, under 500 per retried attempt.")
 
+SPARK_EXACTLY_ONCE_METHOD = (
+    "From `tests/spark/test_exactly_once.py` (and, for the `fetch=executors` row, "
+    "`tests/spark/test_jetstream_fetch.py::test_driver_sigkill_mid_batch_then_restart_loses_nothing`), run by "
+    "`python -m tests.scoreboard.run --spark` in the scoreboard tier (every broker; CI runs each fault once, on "
+    "the embedded broker or RabbitMQ). The recipe of docs/spark.md: messages with ids, "
+    "`dropDuplicatesWithinWatermark` on `message_id`, Spark's Parquet file sink; the job "
+    "(`tests/spark/job_exactly_once.py`, 600 ids published with confirms before it starts) runs as its own "
+    "driver process, the fault hits, and a new driver restarts from the checkpoint with AvailableNow. Faults: "
+    "the driver's process group SIGKILLed while a task of a planned batch is blocked (before its commit); "
+    "SIGKILLed after batch 0 committed and before its ack (a 20 s trigger holds the ack; the broker still holds "
+    "all 600); the source's connection cut (RabbitMQ: `rabbitmqctl close_connection` through a proxy; "
+    "embedded: the source severs itself after batch 2); `rabbitmqctl stop_app` / `start_app` under the running "
+    "query. delivered = unique ids in the files the sink's `_spark_metadata` log committed; duplicated = extra "
+    "copies there (must be 0); afterwards the queue must be empty and settled.")
+SPARK_SECTIONS = (("## Spark source (settle after commit)", "spark source", SPARK_SOURCE_METHOD),
+                  ("## Spark sink (publish with confirms)", "spark sink", SPARK_SINK_METHOD),
+                  ("## Spark exactly-once (message ids + dropDuplicatesWithinWatermark)", "spark exactly-once",
+                   SPARK_EXACTLY_ONCE_METHOD))
+
+
+def write_spark_sections(path: Path, spark_rows: list[dict[str, object]]) -> None:
+    """Put each Spark section with rows into *path*, replacing its earlier copy in place (or
+    appending it) and keeping every other section."""
+    for heading, role, method in SPARK_SECTIONS:
+        rows = [r for r in spark_rows if r.get("role", "spark source") == role]
+        if rows:
+            replace_section(path, heading, f"\n{heading}\n\n{method}\n\n{spark_markdown(rows)}")
+
 
 APPLICATION_HEADING = "## Faults that applications cause"
 APPLICATION_METHOD = (
@@ -247,10 +279,12 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--replot", action="store_true", help="redraw the PNG from docs/scoreboard.md")
     parser.add_argument("--spark", action="store_true",
-                        help="also run the Spark fault tests (scoreboard tier: every broker, >= 1000 ids per cell) and "
-                             "add the Spark source and Spark sink sections")
+                        help="also run the Spark fault tests (scoreboard tier: every broker, >= 1000 ids per cell; "
+                             "stops and starts the shared RabbitMQ once) and (re)write the Spark source, sink and "
+                             "exactly-once sections")
     parser.add_argument("--spark-only", action="store_true",
-                        help="only (re)write the Spark sections of docs/scoreboard.md")
+                        help="only run the Spark fault tests and (re)write the Spark sections of "
+                             "docs/scoreboard.md, keeping the rest")
     parser.add_argument("--embedded", action="store_true",
                         help="only run the embedded broker's own fault rows (paused consumer x20, disk full, "
                              "damaged file, ...) and (re)write their section of docs/scoreboard.md")
@@ -285,19 +319,10 @@ def main() -> int:
     rows = [] if args.spark_only else run_matrix(args.n, args.brokers, args.faults)
     spark_rows = run_spark_rows() if args.spark or args.spark_only else []
     if not args.no_write:
-        if args.spark_only:
-            text = (DOCS / "scoreboard.md").read_text()
-            (DOCS / "scoreboard.md").write_text(text.split("\n## Spark source")[0].rstrip() + "\n")
-        else:
+        if not args.spark_only:
             write_report(rows, args.n)
         if spark_rows:
-            source = [r for r in spark_rows if r.get("role", "spark source") == "spark source"]
-            sink = [r for r in spark_rows if r.get("role") == "spark sink"]
-            with open(DOCS / "scoreboard.md", "a", encoding="utf-8") as fh:
-                fh.write("\n## Spark source (settle after commit)\n\n" + SPARK_SOURCE_METHOD + "\n\n"
-                         + spark_markdown(source))
-                fh.write("\n## Spark sink (publish with confirms)\n\n" + SPARK_SINK_METHOD + "\n\n"
-                         + spark_markdown(sink))
+            write_spark_sections(DOCS / "scoreboard.md", spark_rows)
             replot()  # the PNG shows the Spark cells too
     return 0 if all(r.passed for r in rows) and all(spark_ok(r) for r in spark_rows) else 1
 

@@ -296,7 +296,10 @@ class Link:
             lost = self.confirms.take_all()
             self.receiver.clear()
         self.confirms.report_lost(lost, why)
-        if self.role == "consumer" and self._generation_ended is not None:
+        # stop() (the consumer or the connection closed) ends the link for good: no
+        # reconnect follows, so the core is not told of a generation ended (it would
+        # count one in ackbridge.reconnects; the consumer's ledger is closed already).
+        if self.role == "consumer" and self._generation_ended is not None and not self.closing:
             self._generation_ended(self, old, why)
 
     def _on_publish(self, client: paho.Client, userdata: Any, mid: int, reason: ReasonCode,

@@ -134,10 +134,18 @@ class ConformanceSuite(LabelConformance, BatchConformance, FlowConformance):
         consumer = conn.consume(queue, prefetch=10)
         first, second = self.get_n(consumer, 2)
         if conn.capabilities.support(Verb.REJECT).level is Level.UNSUPPORTED:
-            return
-        first.reject()
+            # Declared unsupported: the real verb raises, settles nothing and sends nothing.
+            with pytest.raises(UnsupportedVerbError, match="reject"):
+                first.reject()
+            assert first.state is State.PENDING
+            self.broker_counts(harness, queue, ready=0, unacked=2)
+            first.ack()
+        else:
+            first.reject()
         second.ack()
-        eventually(lambda: harness.dead_lettered(queue) == [first.body], message="only the rejected body dead-lettered")
+        if conn.capabilities.support(Verb.REJECT).available:
+            eventually(lambda: harness.dead_lettered(queue) == [first.body],
+                       message="only the rejected body dead-lettered")
         self.broker_counts(harness, queue, ready=0, unacked=0)
 
     def test_out_of_order_settlement(self, conn: Any, harness: BrokerHarness) -> None:

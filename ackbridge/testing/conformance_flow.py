@@ -32,9 +32,11 @@ class FlowConformance(SuiteHelpers):
         support = conn.capabilities.support(Verb.CONFIRM_REFUSED)
         target = harness.unroutable_target()
         oversized = harness.oversized_body()
-        if support.level is Level.UNSUPPORTED or (target is None and oversized is None):
-            assert support.level is Level.UNSUPPORTED or support.how, "refusal must be declared or testable"
-            return
+        if support.level is Level.UNSUPPORTED:
+            pytest.skip(f"{harness.name}: confirm_refused is declared unsupported ({support.how})")
+        if target is None and oversized is None:
+            pytest.skip(f"{harness.name}: confirm_refused is declared {support.level.value} ({support.how}), "
+                        "but the harness has no unroutable target nor oversized body to show it")
         queue = harness.new_queue()
         if target is not None:
             outcome = conn.publish(target, _body("unroutable")).result(timeout=30)
@@ -145,13 +147,36 @@ class FlowConformance(SuiteHelpers):
         self.broker_counts(harness, queue, ready=0, unacked=0)
 
     def test_max_deliveries_dead_letters_poison(self, conn: Any, harness: BrokerHarness) -> None:
+        """max_deliveries dead-letters a message requeued too often. It needs the broker's
+        delivery count and a reject (declared unsupported: consume() refuses it) and
+        requeue (declared unsupported: the real requeue() raises, and the message stays
+        unsettled on the broker, so no requeue loop can form)."""
         caps = conn.capabilities
-        if not caps.support(Verb.DELIVERY_COUNT).available or not caps.support(Verb.REQUEUE).available:
-            with pytest.raises(UnsupportedVerbError):
+        bounded = caps.support(Verb.DELIVERY_COUNT).available and caps.support(Verb.REJECT).available
+        can_requeue = caps.support(Verb.REQUEUE).available
+        if not bounded:
+            with pytest.raises(UnsupportedVerbError, match=r"delivery count|reject"):
                 conn.consume(harness.new_queue(), max_deliveries=2)
-                if not caps.support(Verb.REQUEUE).available:
-                    raise UnsupportedVerbError(caps.broker, "requeue")
-            return
+        if not can_requeue:
+            self._requeue_refused_and_message_kept(conn, harness, bounded)
+        if bounded and can_requeue:
+            self._poison_dead_lettered(conn, harness)
+
+    def _requeue_refused_and_message_kept(self, conn: Any, harness: BrokerHarness, bounded: bool) -> None:
+        queue = harness.new_queue(dead_letter=True)
+        body = _body("poison")
+        self.publish_all(conn, harness, queue, [body])
+        consumer = conn.consume(queue, prefetch=5, **({"max_deliveries": 2} if bounded else {}))
+        delivery = self.get_n(consumer, 1)[0]
+        with pytest.raises(UnsupportedVerbError, match="requeue"):
+            delivery.requeue()
+        assert delivery.state is State.PENDING, "a refused requeue settles nothing"
+        assert consumer.get(timeout=1.0) is None, "nothing came back: the refused requeue sent nothing"
+        self.broker_counts(harness, queue, ready=0, unacked=1)
+        delivery.ack()
+        self.broker_counts(harness, queue, ready=0, unacked=0)
+
+    def _poison_dead_lettered(self, conn: Any, harness: BrokerHarness) -> None:
         queue = harness.new_queue(dead_letter=True)
         body = _body("poison")
         self.publish_all(conn, harness, queue, [body])

@@ -14,7 +14,10 @@ from ackbridge.errors import DataLossError
 from ackbridge.kernel.guaranteed import PRODUCER_HEADER, SEQUENCE_HEADER, GapDetector
 from ackbridge.messages import ConfirmStatus, InboundMessage
 from ackbridge.testing.faults import faults
+from ackbridge.testing.harness import eventually
+from ackbridge.testing.twins import Twin, unwrap
 from tests.mqtt.harness import delete_session
+from tests.rabbitmq.harness import ProxiedRabbitHarness
 
 BROKERS = [
     pytest.param("amqp://guest:guest@127.0.0.1:5672/", {}, id="rabbitmq", marks=pytest.mark.rabbitmq),
@@ -33,7 +36,9 @@ def _drain(consumer: Any, quiet: float = 2.0) -> list[bytes]:
 @pytest.mark.parametrize(("url", "options"), BROKERS)
 def test_unknowns_from_a_cut_are_retransmitted_and_resolve_once(url: str, options: dict[str, Any]) -> None:
     """Published during the outage a cut leaves: nothing goes on the wire until the
-    connection is back, and that wait uses up no attempt (max_attempts=1 suffices)."""
+    connection is back, and that wait uses up no attempt (max_attempts=1 suffices).
+    A publish already on the wire when the cut comes is sent again: see
+    test_rabbitmq_unknowns_held_on_the_wire_are_retransmitted_and_each_id_reaches_the_queue_once."""
     queue = f"abtest-rt-{uuid.uuid4().hex[:8]}"
     with ackbridge.connect(url, **options) as conn:
         conn.declare_queue(queue, dead_letter=False)
@@ -51,6 +56,60 @@ def test_unknowns_from_a_cut_are_retransmitted_and_resolve_once(url: str, option
             assert sorted(got, key=int) == [str(i).encode() for i in range(50)]
         finally:
             conn.delete_queue(queue, dead_letter=False)
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.parametrize("queue_type", ["classic", "quorum"])
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_rabbitmq_unknowns_held_on_the_wire_are_retransmitted_and_each_id_reaches_the_queue_once(
+        kind: str, queue_type: str) -> None:
+    """Confirms held on the wire (a FaultProxy holds RabbitMQ's bytes, the publishes reach the
+    queue), then the connection is reset: the held confirms are lost, each publish is unknown,
+    is sent again after the reconnect (attempts > 1) and resolves once, confirmed. The queue
+    then holds every copy that went on the wire (read with rabbitmqctl), and dedupe_window
+    hands each id out once and acks the copies, leaving the queue empty."""
+    harness = ProxiedRabbitHarness(queue_type)
+    twin = Twin(kind)
+    conn = twin.connect(harness.url(), **harness.connect_options())
+    try:
+        queue = harness.new_queue(dead_letter=False)
+        publisher = conn.publisher(retransmit=True, confirm_timeout=5.0, max_attempts=20, retransmit_deadline=90.0)
+        bodies = [f"held-{i}".encode() for i in range(20)]
+        resolutions: dict[int, list[ConfirmStatus]] = {i: [] for i in range(len(bodies))}
+
+        def publish(i: int) -> Any:
+            confirm = publisher.publish(queue, bodies[i])
+            confirm.add_done_callback(lambda c, i=i: resolutions[i].append(unwrap(c).outcome.status))
+            return confirm
+
+        # One confirmed first: its confirm is not held, so it goes once.
+        confirms = [publish(0)]
+        assert confirms[0].result(timeout=30).status is ConfirmStatus.CONFIRMED
+        with harness.hold_confirms(unwrap(conn)):
+            confirms += [publish(i) for i in range(1, len(bodies))]
+            harness.break_connection(unwrap(conn))  # waits until the publishes reached the broker
+        outcomes = [c.result(timeout=120) for c in confirms]
+        assert [o.status for o in outcomes] == [ConfirmStatus.CONFIRMED] * len(bodies), outcomes
+        held = outcomes[1:]
+        assert all(o.attempts > 1 for o in held), [o.attempts for o in held]
+        assert publisher.retransmitted >= len(held), publisher.retransmitted
+        assert len({c.message_id for c in confirms}) == len(bodies), "one id per publish, kept across attempts"
+        # What the broker holds: every attempt that went on the wire is a copy in the queue.
+        copies = sum(o.attempts for o in outcomes)
+        eventually(lambda: harness.ready(queue) == copies, message=f"{copies} copies in {queue}")
+        consumer = conn.consume(queue, prefetch=100, dedupe_window=1000)
+        got = _drain(consumer)
+        assert sorted(got) == sorted(bodies), f"each id handed out once: {sorted(got)}"
+        assert consumer.duplicates_dropped == copies - len(bodies)
+        eventually(lambda: harness.ready(queue) == 0 and harness.unacked(queue) == 0,
+                   message=f"{queue} empty: every copy acked")
+        assert all(len(r) == 1 for r in resolutions.values()), resolutions  # each confirm resolved once
+    finally:
+        try:
+            conn.close()
+        finally:
+            twin.close()
+            harness.cleanup()
 
 
 @pytest.mark.parametrize(("url", "options"), BROKERS[:1])  # the MQTT transport offers no hold_publishes seam

@@ -21,11 +21,14 @@ from typing import Any
 
 from ackbridge.testing import BrokerHarness, eventually
 from ackbridge.testing.faults import faults, transport_of
+from ackbridge.testing.harness import until_quiet
+from ackbridge.testing.proxy import FaultProxy
 
 TEST_USER = "ackbridge_test"
 # Not "guest": with user == password, "guest:***" would still show the password.
 TEST_PASSWORD = "ab-Pw-7f3c91e2"
-AMQP_URL = f"amqp://{TEST_USER}:{TEST_PASSWORD}@127.0.0.1:5672/"
+AMQP_PORT = 5672
+AMQP_URL = f"amqp://{TEST_USER}:{TEST_PASSWORD}@127.0.0.1:{AMQP_PORT}/"
 MGMT = "http://127.0.0.1:15672/api"
 _AUTH = "Basic " + base64.b64encode(b"guest:guest").decode()
 
@@ -153,3 +156,42 @@ class RabbitHarness(BrokerHarness):
             delete_queue(name)
         for name in self._exchanges:
             delete_exchange(name)
+
+
+class ProxiedRabbitHarness(RabbitHarness):
+    """RabbitHarness whose clients connect through a :class:`~ackbridge.testing.proxy.FaultProxy`:
+    held confirms are the broker's bytes the proxy does not forward yet, so the publishes
+    reach the queue and only their confirms are pending (on the wire). A cut while they
+    are held resets the proxy's sockets, which drops the held confirms: those publishes
+    are unknown, and a retransmitting publisher sends them again (copies on the broker).
+    Other cuts are ``rabbitmqctl close_connection``, as in RabbitHarness."""
+
+    holds_confirms_on_the_wire = True
+
+    def __init__(self, queue_type: str = "classic") -> None:
+        super().__init__(queue_type)
+        self.name = f"rabbitmq-{queue_type}-proxied"
+        self.proxy = FaultProxy(AMQP_PORT)
+
+    def url(self, **options: Any) -> str:
+        return super().url(**options).replace(f"127.0.0.1:{AMQP_PORT}/", f"127.0.0.1:{self.proxy.port}/")
+
+    @contextlib.contextmanager
+    def hold_confirms(self, connection: Any) -> Iterator[None]:
+        with self.proxy.held_replies():
+            yield
+
+    def break_connection(self, connection: Any) -> None:
+        if not self.proxy.replies_held:
+            super().break_connection(connection)
+            return
+        # The publishes must be on the broker before the cut, so the cut meets them unconfirmed.
+        until_quiet(lambda: self.proxy.bytes_to_target, quiet_s=0.3, limit_s=5.0)
+        transport = transport_of(connection)
+        before = transport.generation
+        self.proxy.reset()
+        eventually(lambda: transport.generation > before, timeout=30, message="client saw the cut")
+
+    def cleanup(self) -> None:
+        super().cleanup()
+        self.proxy.close()

@@ -118,13 +118,19 @@ class Consumer(ConsumerBase, contract.Consumer):
     def get(self, timeout: float | None = None) -> Delivery | None:
         if self._handler is not None:
             raise ConfigurationError(HANDLER_OWNS)
+        ready = self._ready
+        if ready:  # the common case, kept free of a second call (benchmarks/instructions.py)
+            try:
+                return ready.popleft()  # deque.popleft is atomic: no lock when one is waiting
+            except IndexError:
+                pass
         return self._take(timeout)
 
     def _take(self, timeout: float | None) -> Delivery | None:
         ready = self._ready
         if ready:
             try:
-                return ready.popleft()  # deque.popleft is atomic: no lock when one is waiting
+                return ready.popleft()
             except IndexError:
                 pass
         end = None if timeout is None else time.monotonic() + timeout

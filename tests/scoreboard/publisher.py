@@ -97,7 +97,9 @@ class OnlineConsumer(threading.Thread):
                             return
                         continue
                     quiet_since = time.monotonic()
-                    h.delivered[delivery.message_id or delivery.body.decode()] += 1
+                    message_id = delivery.message_id or delivery.body.decode()
+                    h.delivered[message_id] += 1
+                    h.delivered_at.setdefault(message_id, quiet_since)
                     try:
                         delivery.ack()
                     except StaleDeliveryError:
@@ -149,6 +151,7 @@ def _publish(target: Target, fault: str, mode: str, n: int, h: PubHistory) -> No
             if h.fault_end is not None and h.first_confirm_after is None and confirm.outcome.confirmed:
                 h.first_confirm_after = time.monotonic()
 
+        watch = SaveWatch(target, n // 10) if fault == "broker-restart" and target.last_save is not None else None
         i = after = 0
         while i < n or not _tail_done(h, after):
             message_id = f"{run}-{i}"
@@ -159,9 +162,14 @@ def _publish(target: Target, fault: str, mode: str, n: int, h: PubHistory) -> No
             confirms.append(confirm)
             # The fault hits past n/2 once confirms are pending (a fast broker answers as fast
             # as it is fed: wait for a moment with PENDING_AT_FAULT unresolved), by 3n/4 at the latest.
-            if not h.injections and i >= n // 2 and (i + 1 - resolved[0] >= PENDING_AT_FAULT or i >= 3 * n // 4):
-                injector = _inject(target, fault, conn, confirms, h)
-                started_at = i
+            # A broker that saves after it confirms: after one of its saves, frozen (SaveWatch), once
+            # PENDING_AT_FAULT are pending (it answers nothing more: they pile up).
+            if not h.injections and i >= n // 2:
+                pending = i + 1 - resolved[0]
+                if (watch.ready(i) and watch.frozen and pending >= PENDING_AT_FAULT) if watch is not None else (
+                        pending >= PENDING_AT_FAULT or i >= 3 * n // 4):
+                    injector = _inject(target, fault, conn, confirms, h)
+                    started_at = i
             elif h.injections and i > started_at and (h.fault_end is None or h.first_confirm_after is None):
                 if h.fault_end is None:
                     h.published_during_fault += 1
@@ -181,6 +189,51 @@ def _publish(target: Target, fault: str, mode: str, n: int, h: PubHistory) -> No
             conn.close()
         except AckbridgeError:
             pass
+
+
+#: Before the save the kill follows, publishing runs at full speed for about this long, so the
+#: consumer lags: ids confirmed just before that save are still undelivered at the kill (they must
+#: survive), and so are ids confirmed after it (the window).
+FULL_SPEED_BEFORE_SAVE_S = 0.3
+
+
+class SaveWatch:
+    """Where the fault hits on a broker that confirms before it saves (Mosquitto). Past n/2,
+    publishing goes on paced until the broker has saved its store once (the consumer's session and
+    what came before are on disk) and its next save is nearly due (``save_period_s``); then at full
+    speed across that save and *after* more publishes past it; then the broker is frozen (SIGSTOP: it
+    confirms and saves nothing more), and the kill comes once PENDING_AT_FAULT confirms are pending. So
+    the kill finds ids confirmed before the broker's last save and not yet delivered (they must
+    survive), ids confirmed after it (the declared window) and confirms pending."""
+
+    def __init__(self, target: Target, after: int) -> None:
+        assert target.last_save is not None and target.save_period_s is not None and target.freeze is not None
+        self.last_save, self.period, self.freeze = target.last_save, target.save_period_s, target.freeze
+        self.after = after
+        self.frozen = False
+        self.since = time.time()
+        self.seen: float | None = None  # the save the next one is awaited after
+        self.ready_at = 0  # the publish at which it was seen
+
+    def ready(self, i: int) -> bool:
+        """True once the awaited save is seen; paces (sleeps PACE_S) while the next one is not yet near."""
+        if self.ready_at:
+            if not self.frozen and i >= self.ready_at + self.after:
+                self.freeze()  # it answers nothing more: confirms pile up pending, then the kill
+                self.frozen = True
+            return True
+        saved, now = self.last_save(), time.time()
+        if saved is None or saved < self.since:
+            time.sleep(PACE_S)  # a pace, not a wait for state: publishing goes on meanwhile
+            return False
+        if self.seen is None:
+            self.seen = saved
+        if saved > self.seen or now > self.seen + 3 * self.period:
+            self.ready_at = i  # (or the timer is late: hit anyway, the check reads the real last save)
+            return True
+        if now < self.seen + self.period - FULL_SPEED_BEFORE_SAVE_S:
+            time.sleep(PACE_S)
+        return False
 
 
 def _tail_done(h: PubHistory, after: int) -> bool:
@@ -215,6 +268,9 @@ def _inject(target: Target, fault: str, conn: Any, confirms: list[Any], h: PubHi
         h.down_at = time.monotonic()
         h.confirmed_at_fault = {str(c.message_id) for c in list(confirms)
                                 if c.outcome is not None and c.outcome.confirmed}
+        if target.last_save is not None:  # the dead broker's store: its last save before the kill
+            saved = target.last_save()
+            h.last_save = float("-inf") if saved is None else time.monotonic() - (time.time() - saved)
 
     def restart() -> None:
         try:
@@ -281,6 +337,7 @@ def _publish_killed(target: Target, mode: str, n: int, h: PubHistory) -> None:
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=30)
+        proc.stdout.close()
     h.pending_at_fault = len(h.attempted) - len(h.confirmed | h.refused | h.indeterminate)
     h.confirmed_at_fault = set(h.confirmed)
     unresolved = h.attempted - h.confirmed - h.refused
@@ -288,11 +345,14 @@ def _publish_killed(target: Target, mode: str, n: int, h: PubHistory) -> None:
     if mode == "retransmit":
         # A killed process's retransmission queue dies with it: the application replays its
         # unconfirmed ids (same message ids) on a new publisher; dedupe_window drops the copies.
+        # Those are the application's sends (replayed), not ackbridge's (retransmitted: the new
+        # publisher's own sends again, if any).
         with ackbridge.connect(target.url, **target.options) as conn:
             publisher = conn.publisher(window=WINDOW, confirm_timeout=5.0, **RETRANSMIT)
             confirms = [publisher.publish(target.publish_to, m.encode(), message_id=m) for m in sorted(unresolved)]
             publisher.flush(timeout=120)
-            h.retransmitted = len(confirms) + publisher.retransmitted
+            h.replayed = len(confirms)
+            h.retransmitted = publisher.retransmitted
             for confirm in confirms:
                 if confirm.outcome is not None and confirm.outcome.confirmed:
                     h.first_confirm_after = h.first_confirm_after or time.monotonic()

@@ -37,9 +37,12 @@ _COMMON_NOTES = (
 #: Mosquitto 2.0 answers PUBACK once the message is in its memory and saves its store later.
 DURABILITY = ConfirmDurability(
     Durability.UNTIL_NEXT_SAVE,
-    "Mosquitto PUBACKs a message held in memory; it survives a broker kill or restart only once saved: "
-    "`persistence true` + `persistence_location`, saved every `autosave_interval` seconds (default 1800; 1 "
-    "loses at most about a second) or, with `autosave_on_changes true`, after every `autosave_interval` "
+    "Mosquitto PUBACKs a message held in memory; it survives a broker kill or restart only once saved "
+    "(`persistence true` + `persistence_location`), and a kill loses what the broker confirmed after its last "
+    "save and had not yet delivered. Saves: every `autosave_interval` seconds, counted in whole seconds with "
+    "Mosquitto 2.0 saving once *more* than the interval has passed (default 1800; `1` saves every 2 s: the "
+    "scoreboard's publisher rows lost 213 of 249 and 267 of 307 ids confirmed in the 0.03-0.05 s after a save, "
+    "and nothing confirmed before it) or, with `autosave_on_changes true`, after every `autosave_interval` "
     "changes (1: after each, still after the PUBACK, and the whole store is rewritten each time: 15 msgs/s "
     "measured with 900 queued); `persistence false` (Mosquitto's built-in default; Debian's config turns it "
     "on) never saves. A session over `max_queued_messages` (1000) has the message PUBACKed and dropped")

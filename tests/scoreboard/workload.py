@@ -240,6 +240,9 @@ class Cell:
         finally:
             if proc.poll() is None:
                 proc.kill()
+                proc.wait(timeout=30)
+            if proc.stdout is not None:
+                proc.stdout.close()  # the pipe is ours to close (else a ResourceWarning at GC)
 
     def _read_dead_letters(self) -> None:
         for body in self.harness.dead_lettered(self.queue):

@@ -114,6 +114,14 @@ class FaultProxy:
         self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
         self._loop.run_forever()
+        # Stopped by close(): finish what the loop still runs, then close it (an event loop
+        # left open is reported as an unclosed socket pair when it is collected).
+        left = asyncio.all_tasks(self._loop)
+        for task in left:
+            task.cancel()
+        self._loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+        self._loop.close()
 
     def _call(self, fn: object) -> None:
         async def run() -> None:

@@ -35,8 +35,12 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(call(), self.loop).result(timeout)
 
     def stop(self) -> None:
+        if self.loop.is_closed():
+            return
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
+        if not self.thread.is_alive():
+            self.loop.close()  # releases its self-pipe sockets (else a ResourceWarning at GC)
 
 
 class SyncFacade:

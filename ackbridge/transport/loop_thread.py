@@ -86,7 +86,11 @@ class LoopThread:
             return
         if self.thread.is_alive():
             self.loop.call_soon_threadsafe(self.loop.stop)
-        if self.on_loop() or self.thread.ident is None:
+        if self.thread.ident is None:  # never started (an open that failed early)
+            if close:
+                self.loop.close()
+            return
+        if self.on_loop():
             return
         self.thread.join(timeout)
         if close and not self.thread.is_alive():
@@ -105,8 +109,13 @@ def call_on_loop(loop: asyncio.AbstractEventLoop | None, fn: Callable[..., Any],
         running = None
     if loop is None or running is loop:
         fn(*args)
-    else:
+        return
+    try:
         loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:
+        if not loop.is_closed():
+            raise
+        # The connection closed its loop: nothing is left there to act on.
 
 
 def _describe(exc: BaseException) -> str:
@@ -199,8 +208,9 @@ class LoopThreadTransport(ForwardedFaults, SyncTransport):
         await self.inner.close_async()
 
     def _stop_loop(self) -> None:
-        # The loop stays open: a late call_soon_threadsafe from a fault seam must not raise.
-        self._io.stop(timeout=10, close=False)
+        # Closed (its self-pipe sockets released); a late call from a fault seam or a
+        # publish after close finds it closed and is dropped (call_on_loop, _enqueue).
+        self._io.stop(timeout=10)
 
     def declare_queue(self, name: str, *, dead_letter: bool = True) -> None:
         self._run(self.inner.declare_queue_async(name, dead_letter=dead_letter))
@@ -261,7 +271,12 @@ class LoopThreadTransport(ForwardedFaults, SyncTransport):
             if self._draining:
                 return
             self._draining = True
-        self.loop.call_soon_threadsafe(self._start_drain)
+        try:
+            self.loop.call_soon_threadsafe(self._start_drain)
+        except RuntimeError:
+            if not self.loop.is_closed():
+                raise
+            # Closed: the item stays queued and is never sent, as on a stopped loop.
 
     def _start_drain(self) -> None:
         self.inner.spawn(self._drain())

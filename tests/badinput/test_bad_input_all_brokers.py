@@ -9,7 +9,6 @@ wait is bounded), and the connection stays usable afterwards.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -240,17 +239,25 @@ def _scheme(harness: Any) -> str:
     return str(harness.url()).split("://", 1)[0]
 
 
-def test_malformed_urls_give_configuration_errors_fast(harness: Any) -> None:
+def test_malformed_urls_give_configuration_errors_fast(harness: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     scheme = _scheme(harness)
     bad = [f"{scheme}//guest:pw@127.0.0.1", f"{scheme}://guest:pw@127.0.0.1:99999/",
            f"{scheme}://guest:pw@127.0.0.1:abc/", f"{scheme}://guest:pw@[::1/", f"{scheme}://gu est:pw@127.0.0.1/",
            f"{scheme}://127.0.0.1:1/?prefetch=", f"{scheme}://127.0.0.1:1/?no_such_option=1",
            f"{scheme}://127.0.0.1:1/?prefetch=1&&", f"{scheme}://127.0.0.1:1/?window=-1"]
+    # "Fast" as an event, not a time: refused before any connection is opened (no network
+    # attempt, so no connect timeout to wait out).
+    opened: list[str] = []
+
+    def no_open(self: ackbridge.Connection) -> ackbridge.Connection:
+        opened.append(str(self.url.redacted))
+        raise AssertionError(f"a malformed URL reached Connection.open(): {self.url.redacted}")
+
+    monkeypatch.setattr(ackbridge.Connection, "open", no_open)
     for url in bad:
-        started = time.monotonic()
         with pytest.raises(ConfigurationError):
             ackbridge.connect(url, **harness.connect_options()).close()
-        assert time.monotonic() - started < 5, url
+    assert opened == []
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=FIXTURES)
@@ -264,14 +271,14 @@ def test_arbitrary_option_values_give_invalid_option_error_or_work(harness: Any,
                                 st.booleans(), st.none()))
     options = {**harness.connect_options(), "connect_timeout": 5, name: value}
     options = {k: v for k, v in options.items() if k in names or k == "queue_type"}
-    started = time.monotonic()
+    # No time bound: the call returns (an error or an open connection); a hang fails at
+    # the suite's per-test timeout.
     try:
         ackbridge.connect(harness.url(), **options).close()
     except InvalidOptionError:
         pass
     except AckbridgeError as exc:  # a valid but useless value, e.g. a tls_ca_file on a plain URL
         assert not isinstance(exc, ackbridge.SettlementError), exc
-    assert time.monotonic() - started < 20
 
 
 BAD_DESTINATIONS = ["", "x" * 300, "a\x00b", "c\x01d", "a/#", "+", "sp ace", "\ufffe", "é" * 100]
@@ -287,7 +294,8 @@ def test_bad_queue_names_give_an_error_or_an_outcome_and_the_connection_survives
     if not harness.kind.startswith("amqp") and harness.kind != "embedded":
         options["connect_timeout"] = 5
     with ackbridge.connect(harness.url(), **options) as fresh:
-        started = time.monotonic()
+        # Each call answers (an outcome or an error) within its own bound (confirm_timeout,
+        # connect_timeout, result(timeout=15)); no wall-clock assert on top.
         try:
             if verb == "declare":
                 fresh.declare_queue(target)
@@ -298,7 +306,6 @@ def test_bad_queue_names_give_an_error_or_an_outcome_and_the_connection_survives
                 assert outcome.status is not ConfirmStatus.UNKNOWN or "broker" in outcome.reason, outcome
         except AckbridgeError:
             pass
-        assert time.monotonic() - started < 12, "no answer in bounded time"
         queue = harness.new_queue()
         assert fresh.publish(harness.publish_target(queue), b"still works").result(timeout=15).confirmed
     rabbit_declared = harness.kind in ("rabbitmq", "rabbitmq-streams") and verb == "declare"

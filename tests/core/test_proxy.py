@@ -36,8 +36,8 @@ def _echo(conn: socket.socket) -> None:
 
 
 def test_forwards_then_resets(echo_port: int) -> None:
-    with FaultProxy(echo_port) as proxy:
-        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+    with FaultProxy(echo_port) as proxy, contextlib.closing(
+            socket.create_connection(("127.0.0.1", proxy.port), timeout=5)) as client:
         client.sendall(b"hello")
         assert client.recv(5) == b"hello"
         proxy.reset()
@@ -49,8 +49,8 @@ def test_forwards_then_resets(echo_port: int) -> None:
 
 
 def test_blackhole_holds_bytes_until_lifted(echo_port: int) -> None:
-    with FaultProxy(echo_port) as proxy:
-        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+    with FaultProxy(echo_port) as proxy, contextlib.closing(
+            socket.create_connection(("127.0.0.1", proxy.port), timeout=5)) as client:
         client.sendall(b"a")
         assert client.recv(1) == b"a"
         proxy.blackhole(True)
@@ -64,8 +64,8 @@ def test_blackhole_holds_bytes_until_lifted(echo_port: int) -> None:
 
 
 def test_cut_mid_frame_delivers_a_prefix_then_resets(echo_port: int) -> None:
-    with FaultProxy(echo_port) as proxy:
-        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+    with FaultProxy(echo_port) as proxy, contextlib.closing(
+            socket.create_connection(("127.0.0.1", proxy.port), timeout=5)) as client:
         proxy.cut_mid_frame(after_bytes=2)
         client.sendall(b"abcdef")
         received = b""
@@ -79,8 +79,8 @@ def test_cut_mid_frame_delivers_a_prefix_then_resets(echo_port: int) -> None:
 
 
 def test_held_replies_pass_requests_and_hold_answers(echo_port: int) -> None:
-    with FaultProxy(echo_port) as proxy:
-        client = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+    with FaultProxy(echo_port) as proxy, contextlib.closing(
+            socket.create_connection(("127.0.0.1", proxy.port), timeout=5)) as client:
         with proxy.held_replies():
             client.sendall(b"q")  # reaches the server, which echoes it back
             client.settimeout(0.5)

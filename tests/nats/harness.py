@@ -49,6 +49,8 @@ class RawNats:
             self.run(self.client.close)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
+        if not self.thread.is_alive():
+            self.loop.close()  # releases its self-pipe sockets (else a ResourceWarning at GC)
 
 
 class NatsHarness(ProxiedHarness):

@@ -9,6 +9,7 @@ the same channel, method fields, properties and body, in the same order.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import pika
@@ -54,8 +55,21 @@ def deliveries(draw: Any) -> tuple[bytes, int]:
     return b"".join(out), channel
 
 
+#: Every IOLoop made here (each holds a waker socket pair), closed after the test.
+_IOLOOPS: list[IOLoop] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_ioloops() -> Iterator[None]:
+    yield
+    while _IOLOOPS:
+        _IOLOOPS.pop().close()
+
+
 def _connection(cls: type[Any], got: list[tuple[Any, ...]]) -> Any:
-    conn = cls(pika.ConnectionParameters(host="127.0.0.1", port=9), custom_ioloop=IOLoop())
+    ioloop = IOLoop()
+    _IOLOOPS.append(ioloop)
+    conn = cls(pika.ConnectionParameters(host="127.0.0.1", port=9), custom_ioloop=ioloop)
     conn.connection_state = conn.CONNECTION_OPEN
     for number in (1, 2):
         channel = Channel(conn, number, lambda _ch: None)

@@ -4,14 +4,15 @@ holds them, errors without passwords."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 import ackbridge
 from ackbridge.errors import AuthenticationError, BrokerError, ConnectionLostError, InvalidOptionError
 from ackbridge.transport.offset_log import OffsetLog, OffsetRange
+from ackbridge_rabbitmq_streams.chunks import ChunkSubscription
 from ackbridge_rabbitmq_streams.offset_log import StreamOffsetLog
 from tests.rabbitmq_streams.streams import URL, StreamAdmin
 
@@ -80,12 +81,28 @@ def test_an_empty_range_reads_nothing(log: OffsetLog, chunked: str) -> None:
     assert _read(log, chunked, 4, 4) == []
 
 
-def test_a_committed_range_ends_without_waiting(chunked: str) -> None:
+def test_a_committed_range_ends_without_waiting(chunked: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Counted, not timed: a read ends with the chunk holding its last offset and asks for
+    # no chunk after it (one would never come: a wait of read_timeout, then an error).
+    asked: list[int] = []
+    allowed = [0]
+    next_chunk = ChunkSubscription.next_chunk
+
+    async def counted(self: ChunkSubscription, timeout: float) -> Any:
+        asked.append(1)
+        if len(asked) > allowed[0]:
+            return None  # a chunk past the range asked for: refused at once instead of waited for
+        return await next_chunk(self, timeout)
+
+    monkeypatch.setattr(ChunkSubscription, "next_chunk", counted)
     with ackbridge.open_offset_log(URL, read_timeout=30) as log:
-        started = time.monotonic()
+        allowed[0] = 3
         assert len(_read(log, chunked, 0, 12)) == 12
+        assert len(asked) == 3  # chunks 0-4, 5-7 and 8-11, and not one more
+        asked.clear()
+        allowed[0] = 1
         assert len(_read(log, chunked, 8, 12)) == 4
-        assert time.monotonic() - started < 5
+        assert len(asked) == 1
 
 
 def test_a_range_past_the_end_raises_after_read_timeout(chunked: str) -> None:

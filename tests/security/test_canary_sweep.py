@@ -31,7 +31,7 @@ import ackbridge
 from ackbridge.testing.faults import faults, transport_of
 from ackbridge.testing.harness import eventually
 from ackbridge.testing.proxy import FaultProxy
-from tests.conftest import require_port
+from tests.conftest import IN_CI, require_port
 
 CANARY = f"Cnry{uuid.uuid4().hex[:12]}Pw"
 LOGGERS = ("", "ackbridge", "ackbridge_mqtt", "ackbridge.rabbitmq", "ackbridge.amqp10", "pika", "paho", "proton",
@@ -346,9 +346,32 @@ def _works(conn: ackbridge.Connection, queue: str) -> bool:
 
 
 # ---- Spark ----------------------------------------------------------------------------------------
-def test_spark_source_never_shows_the_canary(tmp_path: Path, sweep: Sweep, capsys: pytest.CaptureFixture[str]) -> None:
+def require_spark() -> None:
+    """PySpark and Java: missing, a failure under CI=true (never a silent skip), a skip locally."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        message = f"PySpark is not installed ({exc})"
+    else:
+        from tests.spark.helpers import HAVE_JAVA
+
+        if HAVE_JAVA:
+            return
+        message = "Java is needed for the Spark tests"
+    if IN_CI:
+        pytest.fail(message + " -- CI needs it (scripts/setup.sh installs it)")
+    pytest.skip(message + " (set CI=true to make this a failure)")
+
+
+@pytest.fixture
+def spark_needed() -> None:
+    """Asked for before ``sweep``, so a missing Spark stops the test before the sweep starts."""
+    require_spark()
+
+
+def test_spark_source_never_shows_the_canary(spark_needed: None, tmp_path: Path, sweep: Sweep,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
     """A RabbitMQ user whose password is the canary, read by a streaming query."""
-    pytest.importorskip("pyspark")
     require_port(5672, "RabbitMQ")
     require_port(15672, "RabbitMQ management API")
     from tests.amqp10.harness import create_user, delete, delete_user
@@ -410,7 +433,7 @@ def test_spark_source_never_shows_the_canary(tmp_path: Path, sweep: Sweep, capsy
 
 
 @pytest.mark.rabbitmq_streams
-def test_spark_stream_source_never_shows_the_canary(tmp_path: Path, sweep: Sweep,
+def test_spark_stream_source_never_shows_the_canary(spark_needed: None, tmp_path: Path, sweep: Sweep,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """The executor-side stream source: a RabbitMQ user whose password is the canary."""
     require_port(5552, "RabbitMQ's stream plugin (rabbitmq-plugins enable rabbitmq_stream)")

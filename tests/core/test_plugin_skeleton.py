@@ -33,3 +33,11 @@ def test_plugin_has_the_skeleton(package: Path) -> None:
 def test_plugin_modules_stay_small(package: Path) -> None:
     long = {p.name: n for p in package.glob("*.py") if (n := len(p.read_text().splitlines())) > 400}
     assert not long, long
+
+
+def test_no_module_over_400_lines_in_the_core_the_plugins_or_the_connector() -> None:
+    """Small modules with one job each: a module past 400 lines is split by job."""
+    trees = [ROOT / "ackbridge", ROOT / "spark_connector" / "ackbridge_spark", *PACKAGES]
+    long = {str(p.relative_to(ROOT)): n for tree in trees for p in tree.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, long

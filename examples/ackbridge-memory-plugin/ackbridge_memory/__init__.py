@@ -56,6 +56,11 @@ class MemoryTransport(SyncTransport):
         self._in_flight: dict[int, tuple[str, OutboundMessage]] = {}
         self._subs: dict[str, tuple[str, int]] = {}
         self._owner: dict[int, str] = {}
+        # One thread hands deliveries out at a time, so they arrive in order; a pump asked
+        # for meanwhile (another thread, or a handler settling inside deliver) is a rerun.
+        self._pump_guard = threading.Lock()
+        self._pumping = False
+        self._pump_again = False
         with _LOCK:
             _TRANSPORTS.add(self)
 
@@ -83,7 +88,22 @@ class MemoryTransport(SyncTransport):
                     _QUEUES.setdefault(source, deque()).appendleft(message)
 
     def _pump(self) -> None:
+        with self._pump_guard:
+            if self._pumping:
+                self._pump_again = True
+                return
+            self._pumping = True
+        try:
+            self._pump_until_idle()
+        except BaseException:
+            with self._pump_guard:
+                self._pumping = False
+            raise
+
+    def _pump_until_idle(self) -> None:
         while True:
+            with self._pump_guard:
+                self._pump_again = False
             batch = []
             with _LOCK:
                 for subscription, (source, prefetch) in list(self._subs.items()):
@@ -98,7 +118,11 @@ class MemoryTransport(SyncTransport):
                         held += 1
                 generation = self._generation
             if not batch:
-                return
+                with self._pump_guard:  # idle: stop pumping unless asked again meanwhile
+                    if not self._pump_again:
+                        self._pumping = False
+                        return
+                continue
             for subscription, tag, source, message, again in batch:
                 self.events.deliver(subscription, InboundMessage(
                     wire_tag=tag, generation=generation, body=message.body, source=source,

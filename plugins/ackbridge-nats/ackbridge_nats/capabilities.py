@@ -72,6 +72,12 @@ CAPABILITIES = Capabilities(
                    "is native); requeue_delay=S spaces the redeliveries (it slows the loop, it does not end it); "
                    "the max_deliver option stops delivering without dead-lettering"),
     topology={
+        Topology.DECLARE_QUEUE: native("a work-queue stream named after the subject, its durable pull consumer, "
+                                       "and a limits-retention dead-letter stream"),
+        Topology.DELETE_QUEUE: native("deletes the stream declare_queue made (its consumers go with it) and its "
+                                      "dead-letter stream; a stream storing other subjects too is refused"),
+        Topology.PURGE_QUEUE: native("drops every message the stream stores, delivered-and-unacked ones too "
+                                     "(JetStream stores no ready/unacked split); returns the count"),
         Topology.INSPECT_QUEUE: native("the durable consumer's num_pending (messages) and num_ack_pending "
                                        "(unacked), the dead-letter stream's message count"),
     },

@@ -225,6 +225,24 @@ class NatsAsyncTransport(AsyncTransport):
         except Exception as exc:
             raise nats_error(exc, doing, self.url) from None
 
+    async def delete_queue_async(self, name: str, *, dead_letter: bool = True) -> None:
+        check_subject(name, "queue")
+        doing = f"delete queue {name!r}"
+        client = self.link.require(doing)
+        try:
+            await queues.delete(client, name, self.nats, dead_letter=dead_letter)
+        except Exception as exc:
+            raise nats_error(exc, doing, self.url) from None
+
+    async def purge_queue_async(self, name: str) -> int | None:
+        check_subject(name, "queue")
+        doing = f"purge queue {name!r}"
+        client = self.link.require(doing)
+        try:
+            return await queues.purge(client, name)
+        except Exception as exc:
+            raise nats_error(exc, doing, self.url) from None
+
     async def _dead_letter(self, client: Client, op: WireSettle) -> None:
         """reject(): store a copy in the dead-letter subject, then +TERM; -NAK if the copy is not stored."""
         tag = str(op.wire_tag)

@@ -8,6 +8,7 @@ and purged or aged out by the server's limits).
 from __future__ import annotations
 
 import contextlib
+import json
 
 from nats.aio.client import Client
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType, StreamConfig
@@ -101,3 +102,56 @@ async def inspect(client: Client, queue: str, settings: NatsSettings) -> QueueIn
         dlq = None  # no dead-letter companion (declared with dead_letter=False)
     return QueueInfo(queue, messages=int(consumer.num_pending or 0), unacked=int(consumer.num_ack_pending or 0),
                      consumers=None, dead_letter=dlq, dead_lettered=dead)
+
+
+async def own_stream(client: Client, queue: str) -> str | None:
+    """The stream ackbridge declared for *queue* (named after it, storing exactly it), or
+    None when there is none. A stream that stores *queue* among other subjects was made
+    by someone else: deleting or purging it would take their messages too, so refused."""
+    name = stream_name(queue)
+    try:
+        info = await client.jsm().stream_info(name)
+    except NotFoundError:
+        other = None
+        with contextlib.suppress(NotFoundError):
+            other = await client.jsm().find_stream_name_by_subject(queue)
+        if other is not None:
+            raise BrokerError(f"subject {queue!r} is stored by stream {other}, which ackbridge did not declare: "
+                              f"delete or purge it with the nats CLI", 409) from None
+        return None
+    if list(info.config.subjects or []) != [queue]:
+        raise BrokerError(f"stream {name} stores {info.config.subjects}, not only {queue!r}: ackbridge deletes and "
+                          f"purges only the streams declare_queue made", 409)
+    return name
+
+
+async def delete(client: Client, queue: str, settings: NatsSettings, *, dead_letter: bool) -> None:
+    """Delete *queue*'s stream (its durable consumers go with it), and its dead-letter
+    stream with *dead_letter*. A queue that does not exist is not an error."""
+    names = [queue]
+    if dead_letter:
+        names.append(dead_letter_subject(settings.dead_letter_template, queue))
+    for subject in names:
+        stream = await own_stream(client, subject)
+        if stream is not None:
+            with contextlib.suppress(NotFoundError):  # deleted meanwhile by another client
+                await client.jsm().delete_stream(stream)
+
+
+async def purge(client: Client, queue: str) -> int:
+    """Drop every message *queue*'s stream stores; return how many.
+
+    JetStream keeps no ready/unacked split in storage: a delivered message waiting for
+    its ack is stored like the rest and goes too (its late ack then settles nothing).
+    The purge goes through JetStream's request API directly (``STREAM.PURGE``), whose
+    reply says how many were purged; nats-py's ``purge_stream`` returns only success."""
+    stream = await own_stream(client, queue)
+    if stream is None:
+        raise BrokerError(f"no stream stores subject {queue!r}: declare_queue({queue!r}) first", 404)
+    reply = await client.request(f"$JS.API.STREAM.PURGE.{stream}", b"{}", timeout=10.0)
+    answer = json.loads(reply.data)
+    if "error" in answer:
+        error = answer["error"]
+        raise BrokerError(f"purge of stream {stream} refused: {error.get('description', error)}",
+                          int(error.get("code", 500)))
+    return int(answer.get("purged", 0))

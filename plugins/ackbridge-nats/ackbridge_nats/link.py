@@ -102,7 +102,13 @@ class Link:
             log.debug("%s: nats-py reported %s", self.url.redacted, describe(exc))
 
         options: dict[str, Any] = dict(
-            servers=[s.servers], name=self.name, allow_reconnect=False, max_reconnect_attempts=0,
+            # The first connect: nats-py 2.x's server selection retries a refused connect every
+            # reconnect_time_wait (2 s) with max_reconnect_attempts=0 meaning "no limit" there,
+            # whatever allow_reconnect says, so a wrong port used to wait out connect_timeout.
+            # One retry at once, then NoServersError: nothing listening fails at once, as on the
+            # other plugins (docs/broker-quirks.md).
+            servers=[s.servers], name=self.name, allow_reconnect=False, max_reconnect_attempts=1,
+            reconnect_time_wait=0,
             connect_timeout=s.connection.connect_timeout, closed_cb=closed, error_cb=error,
             ping_interval=heartbeat if heartbeat > 0 else _NO_PING, max_outstanding_pings=2,
             user=s.user, password=s.password, token=s.token)

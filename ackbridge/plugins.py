@@ -30,6 +30,18 @@ if TYPE_CHECKING:
 
 ENTRY_POINT_GROUP = "ackbridge"
 
+#: The extra of the ``ackbridge`` distribution that installs the plugin for a scheme, so
+#: the error for a missing one says what to install. The same list as the extras in
+#: pyproject.toml (a packaging fact, not a dependency: the core still imports no plugin);
+#: an outside plugin's scheme is simply not named.
+EXTRA_FOR_SCHEME = {
+    "amqp": "rabbitmq", "amqps": "rabbitmq",
+    "rabbitmq-stream": "rabbitmq-streams", "rabbitmq-stream+tls": "rabbitmq-streams",
+    "mqtt": "mqtt", "mqtts": "mqtt",
+    "amqp10": "amqp10", "amqp10s": "amqp10",
+    "nats": "nats", "nats+tls": "nats",
+}
+
 
 @dataclass(frozen=True)
 class AdapterSpec:
@@ -144,7 +156,10 @@ class Registry:
         known = ", ".join(sorted(self.adapters)) or "none"
         broken = [s.name for s in self.statuses if not s.ok]
         extra = f" (plugins that failed to load: {', '.join(broken)}; see `ackbridge plugins`)" if broken else ""
-        raise UnknownSchemeError(f"no ackbridge plugin serves scheme {scheme!r}{hint} (registered: {known}){extra}")
+        wanted = EXTRA_FOR_SCHEME.get(scheme)
+        install = f"; install it with: pip install 'ackbridge[{wanted}]'" if wanted else ""
+        raise UnknownSchemeError(f"no ackbridge plugin serves scheme {scheme!r}{install}{hint} (registered: {known})"
+                                 f"{extra}")
 
     def specs(self) -> Sequence[AdapterSpec]:
         unique: dict[int, AdapterSpec] = {}

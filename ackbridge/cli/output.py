@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ackbridge.urls import redact
@@ -31,18 +32,19 @@ def summary(counts: Mapping[str, Any], title: str, *, as_json: bool = False) -> 
     if as_json:
         emit_json(dict(counts))
         return
-    console.print(f"[bold]{title}[/bold]")
+    console.print(f"[bold]{escape(title)}[/bold]")
     table = Table()
     table.add_column("what", no_wrap=True)
     table.add_column("count", justify="right", no_wrap=True)
     for name, value in counts.items():
-        table.add_row(name, str(value))
+        table.add_row(escape(name), escape(str(value)))
     console.print(table)
 
 
 def warn(text: str) -> None:
-    """A warning on stderr (redacted)."""
-    err_console.print(f"[yellow]warning:[/yellow] {redact(text)}")
+    """A warning on stderr (redacted). Text is escaped: rich would read ``ackbridge[prometheus]``
+    as a style tag and drop it, telling the user to install ``ackbridge``."""
+    err_console.print(f"[yellow]warning:[/yellow] {escape(redact(text))}")
 
 
 def fail(exc: BaseException, *, as_json: bool = False, code: int = 2) -> None:
@@ -51,5 +53,5 @@ def fail(exc: BaseException, *, as_json: bool = False, code: int = 2) -> None:
     if as_json:
         emit_json({"error": text, "type": type(exc).__name__})
     else:
-        console.print(f"[red]error:[/red] {text}")
+        console.print(f"[red]error:[/red] {escape(text)}")
     raise typer.Exit(code)

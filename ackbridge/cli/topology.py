@@ -10,6 +10,7 @@ import dataclasses
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from ackbridge.cli.output import console, emit_json, fail, summary, warn
 from ackbridge.connect import connect
@@ -17,7 +18,7 @@ from ackbridge.errors import AckbridgeError, UnsupportedVerbError
 
 COMMANDS = ("declare", "delete", "purge", "inspect")
 URL_HELP = "broker URL (default: $ACKBRIDGE_URL)"
-UrlArg = Annotated[str, typer.Argument(help=URL_HELP, envvar="ACKBRIDGE_URL", show_envvar=True)]
+UrlArg = Annotated[str, typer.Argument(help=URL_HELP, envvar="ACKBRIDGE_URL", show_envvar=True, metavar="URL")]
 QueueOpt = Annotated[str, typer.Option("--queue", "-q", help="queue / topic / address")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print the result as JSON")]
 
@@ -94,7 +95,7 @@ def _done(result: dict[str, object], text: str, as_json: bool) -> None:
     if as_json:
         emit_json(result)
     else:
-        console.print(text)
+        console.print(escape(text))
 
 
 def add_commands(app: typer.Typer) -> None:

@@ -186,6 +186,8 @@ class Receiving:
         self._new_link = new_link
         self._lock = threading.Lock()
         self.subs: dict[str, Link] = {}
+        #: Sources whose "Mosquitto may drop an offline backlog" warning this connection gave.
+        self._warned_backlog: set[str] = set()
         self._opened = 0
 
     def links(self) -> list[Link]:
@@ -239,11 +241,15 @@ class Receiving:
                                          broker_max_queued=s.broker_max_queued, acks_held_until_commit=False)
         for warning in warnings:
             if backlog is None and "expected_backlog" in warning:
-                warning = (f"the persistent session of {source!r} keeps at most max_queued_messages="
-                           f"{s.broker_max_queued} messages while this consumer is offline; Mosquitto DROPS the "
-                           "rest silently and still PUBACKs the publisher. Raise max_queued_messages in "
-                           "mosquitto.conf and say so with broker_max_queued=, or give expected_backlog= (and use "
-                           "publisher(sequence=True) with consume(on_gap=...) to detect a loss)")
+                # Said once per source and connection: a consumer re-made in a loop (a batch
+                # job, the Spark source per batch) repeated it every time (docs/brokers/mqtt.md).
+                if source in self._warned_backlog:
+                    continue
+                self._warned_backlog.add(source)
+                warning = (f"{source!r}: while no consumer is connected, Mosquitto keeps at most "
+                           f"max_queued_messages={s.broker_max_queued} messages for it and DROPS the rest (still "
+                           "PUBACKing the publisher); set broker_max_queued= and expected_backlog= to say how "
+                           "yours is configured (docs/brokers/mqtt.md)")
             log.warning("ackbridge-mqtt: %s", warning)
 
     def unsubscribe(self, subscription: str) -> None:

@@ -28,6 +28,7 @@ from ackbridge.errors import AckbridgeError, StaleDeliveryError
 from ackbridge.messages import ConfirmStatus
 from ackbridge.testing import eventually
 from ackbridge.testing.faults import faults, transport_of
+from ackbridge.testing.processes import reap
 from ackbridge_local.errors import DamagedFileError, StorageFullError
 from tests.local import damage
 from tests.local.harness import LocalHarness
@@ -161,7 +162,7 @@ def paused_consumer(harness: LocalHarness, pause_s: float = 6.0) -> Result:
     publish(url, queue, first, h)
     a_got: list[str] = []
     proc = subprocess.Popen([sys.executable, "-c", PAUSED_CONSUMER, url, queue], stdout=subprocess.PIPE, text=True)
-    _lines(proc, a_got)
+    reader = _lines(proc, a_got)
     drainer: Drainer | None = None
     try:
         eventually(lambda: len(a_got) >= 30, timeout=60, message="consumer A holding 30")
@@ -180,14 +181,11 @@ def paused_consumer(harness: LocalHarness, pause_s: float = 6.0) -> Result:
                    timeout=30, message="A registered a new owner id")
         publish(url, queue, new_ids(100, "b"), h)
         eventually(lambda: harness.ready(queue) == 0, timeout=60, message="every new message leased")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        reap(proc, sig=signal.SIGKILL, readers=[reader])  # the kill under test; closes its stdout pipe
         confirmed = h.confirmed
         eventually(lambda: set(drainer.seen) >= confirmed, timeout=60, message="B drained everything")
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
+        reap(proc, readers=[reader])  # a no-op when the kill above ran
         if drainer is not None:
             drainer.stop()
     drain_fresh(url, queue, h)
@@ -210,9 +208,13 @@ def competing_consumers(harness: LocalHarness, n: int = 1000, processes: int = 3
     publish(url, queue, new_ids(n), h, fsync=False)
     workers = [subprocess.Popen([sys.executable, "-c", COMPETING_CONSUMER, url, queue], stdout=subprocess.PIPE,
                                 text=True) for _ in range(processes)]
-    for worker in workers:
-        out, _ = worker.communicate(timeout=300)
-        h.delivered.update(out.split())
+    try:
+        for worker in workers:
+            out, _ = worker.communicate(timeout=300)
+            h.delivered.update(out.split())
+    finally:
+        for worker in workers:
+            reap(worker)  # exited already, unless a communicate() timed out
     drain_fresh(url, queue, h, quiet_s=0.5)
     return result
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import ackbridge
 from ackbridge.testing import eventually
+from ackbridge.testing.processes import reap
 from tests.local.harness import LocalHarness
 
 HOLDER = textwrap.dedent("""
@@ -39,11 +39,8 @@ def test_sigkilled_consumer_leases_return_to_another_process(tmp_path: Path) -> 
         assert holder.stdout is not None
         assert holder.stdout.readline().strip() == "holding 6"
         assert harness.unacked(queue) == 6 and harness.ready(queue) == 4
-        os.kill(holder.pid, signal.SIGKILL)
-        holder.wait(timeout=30)
     finally:
-        if holder.poll() is None:
-            holder.kill()
+        reap(holder, sig=signal.SIGKILL)  # the kill under test; waits, closes its stdout pipe
     # Another process (this one) receives every message, the six held ones redelivered.
     with ackbridge.connect(url) as conn:
         consumer = conn.consume(queue, prefetch=20)
@@ -75,7 +72,11 @@ def test_two_processes_share_one_queue_without_double_delivery(tmp_path: Path) -
     """)
     workers = [subprocess.Popen([sys.executable, "-c", script, url, queue], stdout=subprocess.PIPE, text=True)
                for _ in range(2)]
-    outputs = [w.communicate(timeout=120)[0].split() for w in workers]
+    try:
+        outputs = [w.communicate(timeout=120)[0].split() for w in workers]
+    finally:
+        for worker in workers:
+            reap(worker)  # exited already, unless communicate() timed out
     everything = outputs[0] + outputs[1]
     assert sorted(everything) == sorted(f"m{i}" for i in range(400))
     assert harness.ready(queue) == 0 and harness.unacked(queue) == 0

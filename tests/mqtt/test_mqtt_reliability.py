@@ -16,6 +16,7 @@ import pytest
 
 import ackbridge
 from ackbridge.messages import ConfirmStatus
+from ackbridge.testing.processes import reap
 from ackbridge_mqtt import limits
 from ackbridge_mqtt.sessions import derived_session_id
 from tests.mqtt.harness import MqttHarness, RawClient, delete_session, ensure_session, peek_session
@@ -53,8 +54,7 @@ def test_sigkilled_consumer_loses_nothing(harness: MqttHarness) -> None:
         line = child.stdout.readline()
         assert line.strip() == f"RECEIVED {len(bodies)}", line
     finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait(timeout=10)
+        reap(child, sig=signal.SIGKILL, timeout=10)  # waits, and closes its stdout pipe
     # A new process (here: this one) with the same client id gets every one of them back.
     with ackbridge.connect(url, client_id=client_id) as conn:
         consumer = conn.consume(topic, prefetch=50)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -16,6 +17,7 @@ import ackbridge
 from ackbridge.errors import ConnectionLostError, InvalidOptionError
 from ackbridge.messages import ConfirmStatus
 from ackbridge.testing.faults import transport_of
+from ackbridge.testing.processes import reap
 from ackbridge_mqtt.errors import TLSVerificationError
 
 pytestmark = pytest.mark.mqtt
@@ -71,8 +73,7 @@ def _tls_broker(*, require_certificate: bool) -> Iterator[tuple[int, Path, Path]
                 time.sleep(0.05)
         yield port, tmp_path / "ca.pem", tmp_path / "otherca.pem"
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        reap(proc, sig=signal.SIGTERM, timeout=10)  # closes its stderr pipe too
         shutil.rmtree(tmp_path, ignore_errors=True)
 
 

@@ -163,6 +163,11 @@ CANNOT_TELL = DeadLetterTarget(DeadLetter.CANNOT_TELL)
 
 #: What a plugin that declares no ``connection_free_acks`` gets.
 BOUND_TO_CONNECTION = Support(Level.UNSUPPORTED, "a delivery is settled only on the connection that received it")
+#: What a plugin that declares no ``delayed_retry`` gets: the pipeline refuses a policy with retries.
+NO_DELAYED_RETRY = Support(Level.UNSUPPORTED, "the plugin does not declare whether ackbridge.pipeline can "
+                           "delay a retry on this broker")
+#: What a plugin that declares no ``lease_extension`` gets.
+NO_LEASE_EXTENSION = Support(Level.UNSUPPORTED, "the plugin does not offer delivery.extend()")
 
 
 @dataclass(frozen=True)
@@ -186,6 +191,15 @@ class Capabilities:
     ``requeue_bound`` says how to bound a requeue loop on this broker (a
     message requeued on every delivery loops forever otherwise); the core's
     requeue-loop warning quotes it.
+    ``lease_extension`` says whether ``delivery.extend()`` can push back the
+    broker's redelivery deadline for a delivery under slow work (JetStream
+    ``+WPI``, the embedded broker's lease), and, where it cannot, what deadline
+    the broker keeps (:mod:`ackbridge.engine.leases`); unsupported unless declared.
+    ``delayed_retry`` says how :mod:`ackbridge.pipeline`'s redelivery policy waits
+    between attempts on this broker: native (the broker holds the copy back) or
+    emulated (a confirmed copy in a delay queue per back-off level, moved back by the
+    pipeline when due); unsupported unless declared, and then the pipeline refuses a
+    policy with more than one attempt.
     ``source_patterns`` says what ``consume()`` / ``declare_queue()`` accept
     besides one queue name: None (the default) means a source names exactly
     one queue, topic or address and no character in it is a wildcard; a text
@@ -204,6 +218,8 @@ class Capabilities:
     reject_outcome: RejectOutcome = REJECT_NOT_DECLARED
     requeue_bound: str = REQUEUE_BOUND_DEFAULT
     source_patterns: str | None = None
+    lease_extension: Support = NO_LEASE_EXTENSION
+    delayed_retry: Support = NO_DELAYED_RETRY
 
     def __post_init__(self) -> None:
         missing = [v.value for v in Verb if v not in self.verbs]
@@ -240,6 +256,13 @@ class Capabilities:
             raise UnsupportedVerbError(self.broker, verb.value, found.how)
         return found
 
+    def require_retry(self) -> Support:
+        """The ``delayed_retry`` support, or raise UnsupportedVerbError."""
+        found = self.delayed_retry
+        if not found.available:
+            raise UnsupportedVerbError(self.broker, "delayed retry (ackbridge.pipeline)", found.how)
+        return found
+
     def require_connection_free_acks(self) -> Support:
         """The ``connection_free_acks`` support, or raise UnsupportedVerbError."""
         found = self.connection_free_acks
@@ -261,6 +284,14 @@ class Capabilities:
         """("connection-free acks", level, how): the row the capability table shows for it."""
         return "connection-free acks", self.connection_free_acks.level.value, self.connection_free_acks.how
 
+    def lease_row(self) -> tuple[str, str, str]:
+        """("extend lease", level, how): the row the capability table shows for ``delivery.extend()``."""
+        return "extend lease", self.lease_extension.level.value, self.lease_extension.how
+
+    def retry_row(self) -> tuple[str, str, str]:
+        """("delayed retry", level, how): the row the capability table shows for the pipeline's back-off."""
+        return "delayed retry", self.delayed_retry.level.value, self.delayed_retry.how
+
     def reject_row(self) -> tuple[str, str, str]:
         """("reject does", fate, how): the row the capability table shows for it."""
         return "reject does", self.reject_outcome.fate.value, self.reject_outcome.how
@@ -270,6 +301,12 @@ class Capabilities:
         if self.source_patterns is None:
             return "source patterns", Level.UNSUPPORTED.value, "a source names one queue (no wildcards)"
         return "source patterns", Level.NATIVE.value, self.source_patterns
+
+    def property_rows(self) -> list[tuple[str, str, str]]:
+        """Every row beyond the verbs and topology: what a confirm means, connection-free acks,
+        leases, delayed retry, what reject does, source patterns (the CLI's ``plugins`` table)."""
+        return [self.durability_row(), self.handle_row(), self.lease_row(), self.retry_row(), self.reject_row(),
+                self.patterns_row()]
 
     def topology_rows(self) -> Iterator[tuple[str, str, str]]:
         """(verb, level, how) for every topology verb."""

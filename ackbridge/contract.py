@@ -1,26 +1,24 @@
 """The public contract of both faces, written down once.
 
 :mod:`ackbridge.sync.connection` (threads) and :mod:`ackbridge.aio.connection` (asyncio)
-implement these Protocols with the same names; the async twin awaits the
-methods that wait for the broker. ``tests/core/test_parity.py`` checks both
-faces against this module, so a method added to one face and not the other,
-or not here, fails the build.
+implement these Protocols with the same names; the async twin awaits the methods that
+wait for the broker. ``tests/core/test_parity.py`` checks both faces against this module,
+so a method added to one face and not the other, or not here, fails the build.
 
-The faces' classes subclass these Protocols, so a type checker holds each
-face to its contract, and the contract's docstrings are the faces' documents:
-a face's method carries none of its own (``inspect.getdoc``, ``help()`` and
-the API reference, through ``griffe_inherited_docstrings``, find them here).
+The faces' classes subclass these Protocols, so a type checker holds each face to its
+contract; a face's method carries no docstring of its own: ``help()`` and the API reference
+(``griffe_inherited_docstrings``) find them here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Generator, Hashable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, Protocol, Unpack
 
 from ackbridge.capabilities import Capabilities
 from ackbridge.kernel.labels import AggregatedAcks
-from ackbridge.kernel.settlement import BatchResult, State
+from ackbridge.kernel.settlement import BatchResult, DrainResult, State
 from ackbridge.keywords import ConsumeOptions, PublisherOptions, PublishOptions
 from ackbridge.messages import ConfirmOutcome, QueueInfo, WireVerb
 
@@ -41,6 +39,10 @@ class DeliveryView(Protocol):
     @property
     def message_id(self) -> str | None:
         """The publisher's message id, where it gave one."""
+
+    @property
+    def broker_id(self) -> Hashable | None:
+        """The message as the broker stores it (JetStream: stream and sequence), where it names one."""
 
     @property
     def redelivered(self) -> bool:
@@ -91,6 +93,10 @@ class Delivery(DeliveryView, Protocol):
     def acknowledge(self, label: str, status: int = 200, payload: Any = None) -> Confirm:
         """Issue a labelled acknowledgement this message's publisher requested."""
 
+    def extend(self) -> float | None:
+        """Keep the broker from redelivering it under slow work; seconds it now waits, where
+        known; UnsupportedVerbError where it cannot (:mod:`ackbridge.engine.leases`)."""
+
     def process(self, *, requeue: bool = False) -> AbstractContextManager[Delivery]:
         """Settle by outcome: ``with delivery.process(): handle(delivery.body)`` acks
         when the block ends normally and rejects (or, with *requeue*, requeues) when
@@ -115,6 +121,9 @@ class AsyncDelivery(DeliveryView, Protocol):
 
     async def acknowledge(self, label: str, status: int = 200, payload: Any = None) -> AsyncConfirm:
         """See :meth:`ackbridge.Delivery.acknowledge`."""
+
+    async def extend(self) -> float | None:
+        """See :meth:`ackbridge.Delivery.extend`."""
 
     def process(self, *, requeue: bool = False) -> AbstractAsyncContextManager[AsyncDelivery]:
         """``async with delivery.process(): ...``: see :meth:`ackbridge.Delivery.process`."""
@@ -198,6 +207,10 @@ class Consumer(ConsumerView, Protocol):
     def close(self) -> None:
         """Flush decided acks and stop; undecided deliveries return to the broker."""
 
+    def drain(self, timeout: float = 30.0) -> DrainResult:
+        """Stop on SIGTERM: hand nothing out, give deliveries in flight *timeout* s, close; the rest
+        returns unsettled, never acked or dead-lettered (:mod:`ackbridge.engine.draining`)."""
+
 
 class AsyncConsumer(ConsumerView, Protocol):
     async def get(self, timeout: float | None = None) -> AsyncDelivery | None:
@@ -214,6 +227,9 @@ class AsyncConsumer(ConsumerView, Protocol):
 
     async def close(self) -> None:
         """Flush pending acks and stop consuming; unsettled deliveries return to the broker."""
+
+    async def drain(self, timeout: float = 30.0) -> DrainResult:
+        """See :meth:`ackbridge.Consumer.drain` (from a task not holding a delivery)."""
 
 
 class PublisherView(Protocol):

@@ -25,7 +25,10 @@ rendered through :func:`ackbridge.urls.redact`.
     ├── ConnectionLostError           recoverable: reconnect and retry
     │   └── BrokerUnreachableError    recoverable: nothing answers at host:port
     ├── BrokerError                   the broker closed a channel/link (code)
-    └── DataLossError                 a gap in a producer's sequence (on_gap="raise")
+    ├── DataLossError                 a gap in a producer's sequence (on_gap="raise")
+    ├── HandlerTimeoutError           a handler ran past the pipeline's timeout
+    └── MissingMessageIdError         the inbox cannot name a delivery: no message
+                                      id, and its broker gives no stable one
 
 ``recoverable`` is True on the errors after which retrying (on a new
 connection) can succeed; every other error means a bug or bad input.
@@ -144,3 +147,20 @@ class DataLossError(AckbridgeError):
         self.producer = producer
         self.missing = missing
         super().__init__(message)
+
+
+class HandlerTimeoutError(AckbridgeError):
+    """A handler run under :mod:`ackbridge.pipeline` took longer than its ``timeout``:
+    the run counts as failed and goes through the redelivery policy."""
+
+
+class MissingMessageIdError(AckbridgeError):
+    """A delivery reached a transactional inbox without a message id, and its broker
+    gives no stable id of its own (``docs/transactional.md`` lists which do): the
+    inbox could not tell a copy of it from a new message, so it refuses it."""
+
+    def __init__(self, source: str, broker: str) -> None:
+        self.source = source
+        self.broker = broker
+        super().__init__(f"a delivery from {source!r} ({broker}) has no message id and {broker} gives no stable "
+                         "id for it: the inbox cannot de-duplicate it; publish with message_id=")

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Make sure RabbitMQ (with management, AMQP 1.0 and stream plugins), Mosquitto and NATS (JetStream) run on loopback.
+# Make sure RabbitMQ (with management, AMQP 1.0 and stream plugins), Mosquitto, NATS (JetStream) and
+# PostgreSQL (ackbridge.transactional's tests: trust auth, database `test`) run on loopback.
 # Installs them from Debian's packages when missing. Safe to run repeatedly.
 set -euo pipefail
 need_apt=()
 command -v rabbitmq-server >/dev/null 2>&1 || need_apt+=(rabbitmq-server)
 command -v mosquitto >/dev/null 2>&1 || need_apt+=(mosquitto)
 [ -x /usr/sbin/nats-server ] || command -v nats-server >/dev/null 2>&1 || need_apt+=(nats-server)
+ls /etc/postgresql/*/main >/dev/null 2>&1 || need_apt+=(postgresql)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "[brokers] installing ${need_apt[*]}"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
@@ -48,4 +50,18 @@ if ! port_open 4222; then
         -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
     wait_port 4222
 fi
-echo "[brokers] RabbitMQ 127.0.0.1:5672 (management :15672, streams :5552), Mosquitto 127.0.0.1:1883 and NATS 127.0.0.1:4222 are up"
+if ! port_open 5432; then
+    echo "[brokers] starting PostgreSQL"
+    version=$(ls /etc/postgresql | sort -V | tail -1)
+    pg_ctlcluster --skip-systemctl-redirect "$version" main start
+    wait_port 5432
+fi
+# The tests connect as user postgres to database `test` over TCP without a password (trust).
+if ! psql -h 127.0.0.1 -U postgres -d test -Atc 'select 1' >/dev/null 2>&1; then
+    echo "[brokers] PostgreSQL: trusting loopback and creating database test"
+    hba=$(ls /etc/postgresql/*/main/pg_hba.conf | sort -V | tail -1)
+    grep -q "^host all all 127.0.0.1/32 trust" "$hba" || sed -i '1i host all all 127.0.0.1/32 trust' "$hba"
+    su postgres -c "psql -Atc 'select pg_reload_conf()'" >/dev/null
+    su postgres -c "createdb test" 2>/dev/null || true
+fi
+echo "[brokers] RabbitMQ 127.0.0.1:5672 (management :15672, streams :5552), Mosquitto 127.0.0.1:1883, NATS 127.0.0.1:4222 and PostgreSQL 127.0.0.1:5432 are up"

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from ackbridge import contract
 from ackbridge.engine import handles
 from ackbridge.engine.consumer import HANDLER_OWNS, ConsumerBase, DeliveryBase, settle_failed
+from ackbridge.engine.draining import Drain, DrainResult, report
+from ackbridge.engine.leases import extended
 from ackbridge.errors import AckbridgeError, ConfigurationError
 from ackbridge.kernel.guaranteed import ConsumerGuard
 from ackbridge.kernel.interruptions import DRAIN_S, interrupted
@@ -52,6 +54,13 @@ class AsyncDelivery(DeliveryBase, contract.AsyncDelivery):
     async def acknowledge(self, label: str, status: int = 200, payload: Any = None) -> AsyncConfirm:
         return await self._consumer._connection.issue_ack(self, label, status, payload)
 
+    async def extend(self) -> float | None:
+        consumer = self._consumer
+        tag, generation = consumer._check_extend(self)
+        granted = await consumer._connection._transport.extend_lease_async(consumer.subscription, tag, generation)
+        extended(consumer._ledger, consumer.source)
+        return granted
+
     @contextlib.asynccontextmanager
     async def process(self, *, requeue: bool = False) -> AsyncIterator[AsyncDelivery]:
         try:
@@ -89,6 +98,11 @@ class AsyncConsumer(ConsumerBase, contract.AsyncConsumer):
         if conflate_ms > 0:
             self._timer = asyncio.get_running_loop().create_task(self._flush_on_time())
         self._runner: asyncio.Task[None] | None = None
+        #: Set once a drain() has closed the consumer (close() meanwhile waits for it).
+        self._drain_done: asyncio.Event | None = None
+        self._drain_result = DrainResult()
+        #: Set by each settlement while a drain() waits for the deliveries in flight.
+        self._settled_while_closed = asyncio.Event()
         if handler is not None:
             self._runner = asyncio.get_running_loop().create_task(self._run_handler(handler))
 
@@ -124,6 +138,7 @@ class AsyncConsumer(ConsumerBase, contract.AsyncConsumer):
     async def ack_through(self, delivery: AsyncDelivery) -> None:
         async with self._send_lock:
             await self._send(self._decide_through(delivery._record))
+        self._settled_while_closed.set()
 
     async def flush(self) -> None:
         async with self._send_lock:
@@ -133,10 +148,46 @@ class AsyncConsumer(ConsumerBase, contract.AsyncConsumer):
         async with self._send_lock:
             ops, result = self._plan_batch(deliveries, verb)
             await self._send(ops)
+        self._settled_while_closed.set()
         return result
+
+    async def drain(self, timeout: float = DRAIN_S) -> DrainResult:
+        if self._closed:
+            await self._await_drain()  # another drain() (or close()) is under way
+            return self._drain_result
+        self._closed = True
+        done = self._drain_done = asyncio.Event()
+        drain = Drain(self._ledger, self._ready, timeout, self.source)
+        self._arrived.set()
+        runner = self._runner
+        if runner is not None and runner is not asyncio.current_task() and not runner.done():
+            try:
+                await asyncio.wait({runner}, timeout=drain.left())
+            except BaseException:
+                done.set()  # cancelled while waiting: close() must not wait for this drain
+                raise
+        settled = self._settled_while_closed
+        try:
+            while drain.in_flight() and drain.left() > 0:
+                settled.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(settled.wait(), drain.left())
+            result = self._drain_result = drain.result()
+            await self._close_ledger()
+        finally:
+            done.set()
+        report(self._ledger, self.source, self._broker, self._connection._transport.generation, result)
+        return result
+
+    async def _await_drain(self) -> None:
+        # The runner must not wait: the drain is waiting for it.
+        done = self._drain_done
+        if done is not None and self._runner is not asyncio.current_task():
+            await done.wait()
 
     async def close(self) -> None:
         if self._closed:
+            await self._await_drain()
             return
         # Nothing more is handed out; what was received and not handed out goes
         # back to the broker with the subscription.
@@ -152,6 +203,9 @@ class AsyncConsumer(ConsumerBase, contract.AsyncConsumer):
                 log.warning("ackbridge: the handler of %r did not finish within %.0f s of close(); its delivery "
                             "returns to the broker and settling it will raise ConsumerClosedError",
                             self.source, DRAIN_S)
+        await self._close_ledger()
+
+    async def _close_ledger(self) -> None:
         try:
             await self.flush()
         except AckbridgeError:
@@ -181,6 +235,8 @@ class AsyncConsumer(ConsumerBase, contract.AsyncConsumer):
         # Decide and send under one lock: cumulative acks must reach the wire in order.
         async with self._send_lock:
             await self._send(self._decide(delivery._record, verb))
+        if self._closed:
+            self._settled_while_closed.set()  # a drain() waits for the deliveries in flight
 
     async def _hand_back(self, delivery: AsyncDelivery) -> None:
         """Requeue (or leave) a delivery whose work was interrupted; never raises."""
@@ -238,6 +294,7 @@ class AsyncConsumer(ConsumerBase, contract.AsyncConsumer):
 
     def _on_generation_end(self, generation: int) -> None:
         self._end_generation(generation)
+        self._settled_while_closed.set()  # what a drain() waited for went stale
 
     async def _flush_on_time(self) -> None:
         while not self._closed:

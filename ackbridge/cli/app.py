@@ -7,30 +7,35 @@ Every command takes ``--json``; the broker URL comes from the argument or
 from __future__ import annotations
 
 import enum
+import sys
 import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import ackbridge
-from ackbridge.cli import topology
+from ackbridge.cli import deadletters, outbox, topology
 from ackbridge.cli.output import console, emit_json, fail, summary, warn
 from ackbridge.cli.roundtrip import Tally, consume_many, publish_many
+from ackbridge.cli.shutdown import consume_until_stopped
 from ackbridge.connect import connect
 from ackbridge.errors import AckbridgeError, BrokerError, UnsupportedVerbError
 from ackbridge.plugins import registry
 from ackbridge.urls import redact
 
+# rich_markup_mode=None: help text is shown as written. With rich markup on, "ackbridge[prometheus]"
+# in a help line lost its "[prometheus]" (read as a style tag).
 app = typer.Typer(help="ackbridge: one acknowledgement model for every broker.", no_args_is_help=True,
-                  pretty_exceptions_enable=False)
+                  pretty_exceptions_enable=False, rich_markup_mode=None)
 
 DEFAULT_DEMO_URL = "local://.ackbridge/demo.db"
 URL_HELP = "broker URL, e.g. amqp://guest:guest@127.0.0.1/ (default: $ACKBRIDGE_URL)"
-UrlArg = Annotated[str, typer.Argument(help=URL_HELP, envvar="ACKBRIDGE_URL", show_envvar=True)]
+UrlArg = Annotated[str, typer.Argument(help=URL_HELP, envvar="ACKBRIDGE_URL", show_envvar=True, metavar="URL")]
 QueueOpt = Annotated[str, typer.Option("--queue", "-q", help="queue / topic / address")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print the result as JSON")]
 
@@ -79,7 +84,9 @@ def plugins(as_json: JsonOpt = False) -> None:
                                       "confirm_durability": {"level": caps.confirm_durability.level.value,
                                                              "how": caps.confirm_durability.how},
                                       "connection_free_acks": {"support": caps.handle_row()[1],
-                                                               "how": caps.handle_row()[2]}}
+                                                               "how": caps.handle_row()[2]},
+                                      "properties": {row: {"support": lvl, "how": how}
+                                                     for row, lvl, how in caps.property_rows()}}
                                      for caps in (spec.capabilities, *spec.variants)]}
                          for spec in reg.specs()],
         })
@@ -89,7 +96,8 @@ def plugins(as_json: JsonOpt = False) -> None:
         table.add_column(column)
     for status in reg.statuses:
         shown = ", ".join(status.schemes) if status.ok else status.error
-        table.add_row(status.name, status.value, "[green]ok[/green]" if status.ok else "[red]failed[/red]", shown)
+        state = "[green]ok[/green]" if status.ok else "[red]failed[/red]"
+        table.add_row(escape(status.name), escape(status.value), state, escape(shown or ""))
     console.print(table)
     for spec in reg.specs():
         for caps in (spec.capabilities, *spec.variants):
@@ -99,12 +107,13 @@ def plugins(as_json: JsonOpt = False) -> None:
             verbs.add_column("how")
             for verb, level, how in (*caps.rows(), *caps.topology_rows()):
                 colour = {"native": "green", "emulated": "yellow", "unsupported": "red"}[level]
-                verbs.add_row(verb, f"[{colour}]{level}[/{colour}]", how)
-            verbs.add_row(*caps.durability_row())  # what a confirm has survived on this broker
-            verbs.add_row(*caps.handle_row())  # whether any connection may settle a delivery by its handle
+                verbs.add_row(escape(verb), f"[{colour}]{level}[/{colour}]", escape(how))
+            # What a confirm has survived, connection-free acks, leases, delayed retry, reject, patterns.
+            for row in caps.property_rows():
+                verbs.add_row(*map(escape, row))
             console.print(verbs)
             for note in caps.notes:
-                console.print(f"  note: {note}")
+                console.print(f"  note: {escape(note)}")
 
 
 def _warn_if_nothing_keeps(conn: ackbridge.Connection, queue: str) -> None:
@@ -124,20 +133,29 @@ def _warn_if_nothing_keeps(conn: ackbridge.Connection, queue: str) -> None:
 def publish(
     url: UrlArg,
     queue: QueueOpt = "ackbridge",
-    count: Annotated[int, typer.Option("-n", "--count", min=1, help="messages to publish")] = 1000,
-    size: Annotated[int, typer.Option(min=1, help="body size in bytes")] = 256,
+    count: Annotated[int | None, typer.Option("-n", "--count", min=1,
+                                              help="messages to publish (default 1000; 1 with --body)")] = None,
+    size: Annotated[int, typer.Option(min=1, help="body size in bytes of generated bodies")] = 256,
     window: Annotated[int, typer.Option(min=1, help="unconfirmed publishes in flight")] = 1000,
+    body: Annotated[str | None, typer.Option(help="publish this text (UTF-8) as the body; '-' reads the "
+                                                   "body's bytes from stdin")] = None,
+    message_id: Annotated[str | None, typer.Option(help="the message id (one message only; default: "
+                                                        "generated)")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Publish N messages with confirms and count the outcomes, with the broker's reasons.
     Exits 1 if any publish was refused or its outcome is unknown."""
+    payload = None if body is None else sys.stdin.buffer.read() if body == "-" else body.encode()
+    count = count if count is not None else 1 if payload is not None else 1000
+    if message_id is not None and count != 1:
+        fail(ValueError(f"--message-id names one message; got -n {count} (ids must differ)"), as_json=as_json)
     try:
         with connect(url) as conn:
             _warn_if_nothing_keeps(conn, queue)
             with _progress(as_json) as progress:
                 task = progress.add_task("publishing", total=count)
                 tally, _ = publish_many(conn, queue, count, size, window, uuid.uuid4().hex[:8],
-                                        lambda n: progress.advance(task, n))
+                                        lambda n: progress.advance(task, n), body=payload, message_id=message_id)
     except AckbridgeError as exc:
         fail(exc, as_json=as_json)
     outcomes = {s: tally.outcomes[s] for s in ("confirmed", "refused", "unknown")}
@@ -153,7 +171,7 @@ def publish(
             table.add_column("count", justify="right", no_wrap=True)
             table.add_column("broker's reason")
             for (status, reason), n in reasons.most_common():
-                table.add_row(status, str(n), redact(reason) or "(none given)")
+                table.add_row(escape(status), str(n), escape(redact(reason)) or "(none given)")
             console.print(table)
     if outcomes["refused"] or outcomes["unknown"]:
         raise typer.Exit(1)
@@ -167,6 +185,11 @@ def consume(
     count: Annotated[int, typer.Option("-n", "--count", min=1, help="stop after this many")] = 1000,
     prefetch: Annotated[int, typer.Option(min=1)] = 100,
     idle: Annotated[float, typer.Option(help="stop after this many idle seconds")] = 2.0,
+    work_ms: Annotated[float, typer.Option(help="simulated work per delivery, in ms, before it is settled", min=0)]
+    = 0.0,
+    drain_timeout: Annotated[float, typer.Option(
+        help="on SIGTERM/SIGINT: seconds the delivery being worked on gets to finish before the rest goes back "
+             "to the broker", min=0)] = 30.0,
     as_json: JsonOpt = False,
     metrics_port: Annotated[int | None, typer.Option(
         help="serve Prometheus metrics on 127.0.0.1:PORT/metrics while consuming (needs ackbridge[prometheus])",
@@ -174,8 +197,13 @@ def consume(
     metrics_address: Annotated[str, typer.Option(help="address the --metrics-port endpoint listens on")]
     = "127.0.0.1",
 ) -> None:
-    """Consume up to N messages, settling each as --mode says; print a summary."""
+    """Consume up to N messages, settling each as --mode says; print a summary.
+
+    SIGTERM or SIGINT drains: nothing more is taken, the delivery in hand is settled,
+    the prefetched rest goes back to the broker unsettled (never acked or
+    dead-lettered), and the summary is printed (exit 0). A second signal stops at once."""
     tally = Tally()
+    stopping = None
     server = None
     try:
         if metrics_port is not None:
@@ -186,15 +214,21 @@ def consume(
                 typer.echo(f"metrics: {server.url}", err=True)
         with connect(url) as conn, _progress(as_json) as progress:
             task = progress.add_task(f"consuming ({mode.value})", total=count)
-            consume_many(conn, queue, tally, expect=count, mode=mode.value, prefetch=prefetch, idle_timeout=idle,
-                         advance=lambda n: progress.advance(task, n))
+            stopping = consume_until_stopped(conn, queue, tally, expect=count, mode=mode.value, prefetch=prefetch,
+                                             idle_timeout=idle, work_s=work_ms / 1000, drain_timeout=drain_timeout,
+                                             advance=lambda n: progress.advance(task, n))
     except AckbridgeError as exc:
         fail(exc, as_json=as_json)
     finally:
         if server is not None:
             server.close()
-    summary({"received": tally.received, "settled": tally.settled, "redelivered": tally.redelivered,
-             "duplicates": tally.duplicates}, f"consume from {queue!r} ({mode.value})", as_json=as_json)
+    counts: dict[str, Any] = {"received": tally.received, "settled": tally.settled, "redelivered": tally.redelivered,
+                              "duplicates": tally.duplicates}
+    if stopping is not None and stopping.result is not None:
+        result = stopping.result
+        counts.update({"stopped_by": stopping.signal_name, "handed_back": result.handed_back,
+                       "abandoned": result.abandoned})
+    summary(counts, f"consume from {queue!r} ({mode.value})", as_json=as_json)
 
 
 def roundtrip_demo(
@@ -260,12 +294,14 @@ def _plugin_commands() -> dict[str, tuple[Any, str]]:
     return found
 
 
-BUILT_IN = {"plugins", "publish", "consume", *topology.COMMANDS}
+BUILT_IN = {"plugins", "publish", "consume", *topology.COMMANDS, *outbox.COMMANDS}
 
 
 def build_app() -> typer.Typer:
     """The app with the topology verbs and the commands plugins add (``demo`` may be replaced)."""
     topology.add_commands(app)
+    outbox.add_commands(app)
+    deadletters.add_commands(app)
     extra = _plugin_commands()
     demo, demo_help = extra.pop("demo", (roundtrip_demo, "Run the main job on the embedded broker."))
     app.command("demo", help=demo_help or None)(demo)

@@ -40,14 +40,18 @@ class Tally:
 
 
 def publish_many(conn: Connection, destination: str, count: int, size: int, window: int,
-                 prefix: str, advance: Callable[[int], None]) -> tuple[Tally, set[str]]:
+                 prefix: str, advance: Callable[[int], None], *, body: bytes | None = None,
+                 message_id: str | None = None) -> tuple[Tally, set[str]]:
+    """Publish *count* messages with confirms: *body* each time if given, else a generated body
+    of *size* bytes starting with its id; ids ``prefix-i``, or *message_id* for a single one."""
     tally = Tally()
     publisher = conn.publisher(window=window)
     confirms = []
     filler = b"." * max(size - 24, 0)
     for i in range(count):
-        message_id = f"{prefix}-{i}"
-        confirms.append(publisher.publish(destination, message_id.encode() + b"|" + filler, message_id=message_id))
+        this_id = message_id if message_id is not None else f"{prefix}-{i}"
+        payload = body if body is not None else this_id.encode() + b"|" + filler
+        confirms.append(publisher.publish(destination, payload, message_id=this_id))
         tally.published += 1
         advance(1)
     publisher.flush()

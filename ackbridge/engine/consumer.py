@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ackbridge import contract
 from ackbridge.capabilities import Capabilities, DeadLetter, DeadLetterTarget, Level, RejectFate, Verb
-from ackbridge.engine import handles, plans
+from ackbridge.engine import handles, leases, plans
 from ackbridge.errors import AckbridgeError, SettlementError
 from ackbridge.kernel.guaranteed import ConsumerGuard
 from ackbridge.kernel.labels import requested_labels
@@ -126,6 +126,8 @@ class ConsumerBase(contract.ConsumerView):
         """Take *message* into the ledger: its record, or None when it is not handed
         out (a duplicate, a poison message, a gap with ``on_gap="raise"``, which sets
         the failure get() raises), and ops to send first."""
+        if message.redelivered:  # the broker's deadline may have passed on a delivery held here
+            leases.lapsed(self._ledger, message, self._connection.capabilities.broker)
         # The per-message path (same generation, no poison policy, no screening) inline.
         record = None if self._guard is not None else self._ledger.receive_simple(message)
         if record is not None:
@@ -221,6 +223,12 @@ class ConsumerBase(contract.ConsumerView):
         guard = self._guard
         return {k: list(v) for k, v in guard.gaps.missing.items()} if guard is not None and guard.gaps else {}
 
+    def _check_extend(self, delivery: DeliveryBase) -> tuple[Any, int]:
+        """Raise if *delivery*'s lease cannot be extended; its (wire tag, generation)."""
+        leases.check_extend(self._connection.capabilities, self._ledger, delivery._record)
+        message = delivery._record.message
+        return message.wire_tag, message.generation
+
     @property
     def dead_lettered_by_policy(self) -> int:
         """Poison messages dead-lettered by ``max_deliveries`` instead of handed out."""
@@ -268,6 +276,10 @@ class DeliveryBase(contract.DeliveryView):
     @property
     def message_id(self) -> str | None:
         return self._record.message.message_id
+
+    @property
+    def broker_id(self) -> Hashable | None:
+        return self._record.message.broker_id
 
     @property
     def correlation_id(self) -> str | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -193,6 +193,14 @@ class Ledger:
         """Deliveries the application has not decided on yet."""
         return sum(1 for r in self._outstanding.values() if r.state is State.PENDING)
 
+    def held(self, broker_id: Hashable) -> Record | None:
+        """The undecided delivery of the live generation that the broker stores as
+        *broker_id*, if one is held (a scan: called for redeliveries only)."""
+        for record in self._outstanding.values():
+            if record.state is State.PENDING and record.message.broker_id == broker_id:
+                return record
+        return None
+
     # ---- decisions ----------------------------------------------------------
     def check(self, record: Record) -> None:
         """Raise if *record* may not be settled; nothing is changed."""
@@ -351,3 +359,20 @@ class BatchResult:
     #: Refused before anything was sent: stale (the broker redelivers) or settled before.
     refused: int = 0
     cumulative: bool = False
+
+@dataclass(frozen=True)
+class DrainResult:
+    """What ``consumer.drain()`` did."""
+
+    #: Received and never handed out: returned to the broker unsettled (redelivered).
+    handed_back: int = 0
+    #: In flight when the drain began and settled before the deadline.
+    finished: int = 0
+    #: Still unsettled at the deadline: returned to the broker with the subscription.
+    abandoned: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """True when every delivery in flight was settled before the deadline."""
+        return self.abandoned == 0
+

@@ -30,7 +30,24 @@ _COUNTERS = {
     "stale_refused": ("{settlement}", "Settlements refused because their connection generation had ended"),
     "reconnects": ("{generation}", "Connection generations ended (each one a reconnect)"),
     "labelled_acks": ("{ack}", "Labelled acknowledgements received, by label and status"),
+    "drained": ("{message}", "Deliveries a consumer's drain() finished, handed back or abandoned (ackbridge.outcome)"),
+    "leases_extended": ("{delivery}", "Leases (ack deadlines) extended by delivery.extend()"),
+    "leases_lapsed": ("{delivery}", "Deliveries sent again while an earlier delivery was held (deadline passed)"),
+    "inbox_duplicates": ("{message}", "Deliveries a transactional inbox already held: acked, handler not run"),
+    "relay_outcomes": ("{message}", "Outbox rows a relay published, by outcome (ackbridge.outcome)"),
+    "pipeline_attempts": ("{run}", "Handler runs under the pipeline, by attempt number (ackbridge.attempt)"),
+    "retries_scheduled": ("{message}", "Failed deliveries copied to a delay queue (ackbridge.level)"),
+    "dead_lettered": ("{message}", "Messages the redelivery policy dead-lettered or dropped, by reason (error.type)"),
+    "circuit_changes": ("{change}", "Circuit breaker state changes, by new state (ackbridge.circuit)"),
 }
+#: Bucket boundaries (seconds) of every duration histogram: 0.5 ms to 10 minutes. A
+#: confirm or a settlement takes from well under a millisecond (an in-process broker)
+#: to minutes (a slow handler, a broker holding confirms under a memory alarm).
+#: OpenTelemetry's default boundaries (0, 5, 10 ... 10000) are for milliseconds: in
+#: seconds every sub-second sample would land in the first bucket. Sent as the
+#: instrument's advice, so a View the application configures still wins.
+DURATION_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                      1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 #: Histograms: attribute -> (unit, description); the instrument is ``ackbridge.<a.b>``.
 _HISTOGRAMS = {
     "confirm_duration": ("s", "From sending a publish to the broker's answer"),
@@ -49,6 +66,15 @@ class Instruments:
     stale_refused: Any
     reconnects: Any
     labelled_acks: Any
+    drained: Any
+    leases_extended: Any
+    leases_lapsed: Any
+    inbox_duplicates: Any
+    relay_outcomes: Any
+    pipeline_attempts: Any
+    retries_scheduled: Any
+    dead_lettered: Any
+    circuit_changes: Any
     confirm_duration: Any
     settle_duration: Any
 
@@ -62,13 +88,24 @@ class Instruments:
         for name, (unit, description) in _COUNTERS.items():
             setattr(self, name, meter.create_counter(f"ackbridge.{name}", unit, description))
         for name, (unit, description) in _HISTOGRAMS.items():
-            setattr(self, name, meter.create_histogram(f"ackbridge.{name.replace('_', '.')}", unit, description))
+            setattr(self, name, meter.create_histogram(f"ackbridge.{name.replace('_', '.')}", unit, description,
+                                                       explicit_bucket_boundaries_advisory=DURATION_BUCKETS_S))
         #: Live connection observers, read by the gauges' callbacks.
         self.live: weakref.WeakSet[ConnectionObserver] = weakref.WeakSet()
         meter.create_observable_gauge("ackbridge.unsettled", [self._unsettled], "{message}",
                                       "Deliveries received and not settled on the wire yet")
         meter.create_observable_gauge("ackbridge.unconfirmed", [self._unconfirmed], "{message}",
                                       "Publishes without an outcome yet")
+        #: Live inboxes and relays (ackbridge.transactional): each tells its last readings.
+        self.transactional: weakref.WeakSet[Any] = weakref.WeakSet()
+        for gauge, unit, description in _TRANSACTIONAL_GAUGES:
+            meter.create_observable_gauge(f"ackbridge.{gauge}", [self._reading(gauge)], unit, description)
+
+    def _reading(self, gauge: str) -> Any:
+        def read(_options: Any) -> Iterable[Any]:
+            return [self._observation(value, attributes) for source in list(self.transactional)
+                    for name, value, attributes in source.readings() if name == gauge]
+        return read
 
     def _unsettled(self, _options: Any) -> Iterable[Any]:
         return [self._observation(value, attributes) for observer in list(self.live)
@@ -80,6 +117,12 @@ class Instruments:
 
 
 _instruments: weakref.WeakKeyDictionary[Any, Instruments] = weakref.WeakKeyDictionary()
+#: The transactional gauges, read at the last commit or relay round (never a query from the reader's thread).
+_TRANSACTIONAL_GAUGES = (
+    ("inbox.size", "{message}", "Ids a transactional inbox holds (after its last pruning)"),
+    ("outbox.backlog", "{message}", "Outbox rows not yet confirmed by the broker"),
+    ("outbox.age", "s", "Age of the oldest outbox row not yet confirmed"),
+)
 
 
 def instruments_for(provider: Any) -> Instruments:
@@ -87,6 +130,15 @@ def instruments_for(provider: Any) -> Instruments:
     if found is None:
         found = _instruments[provider] = Instruments(provider)
     return found
+
+
+def instruments_in_use() -> Instruments | None:
+    """The instruments of the meter provider in use now, or None (recording off);
+    for recorders without a connection (the transactional inbox and relay)."""
+    from ackbridge.observability._providers import meter_provider
+
+    provider = meter_provider()
+    return instruments_for(provider) if provider is not None else None
 
 
 class ConnectionObserver:
@@ -142,6 +194,20 @@ class ConnectionObserver:
     def labelled_ack(self, label: str, status: int) -> None:
         if self.instruments is not None:
             self.instruments.labelled_acks.add(1, {**self.base, attr.ACK_LABEL: label, attr.ACK_STATUS: status})
+
+    # ---- draining and leases (ackbridge.engine.draining, ackbridge.engine.leases) ----------
+    def drained(self, source: str, finished: int, handed_back: int, abandoned: int) -> None:
+        if self.instruments is None:
+            return
+        for outcome, count in (("finished", finished), ("handed_back", handed_back), ("abandoned", abandoned)):
+            if count:
+                self.instruments.drained.add(count, {**self.base, attr.DESTINATION: source, attr.OUTCOME: outcome})
+
+    def lease(self, source: str, *, lapsed: bool) -> None:
+        """A lease extended (``delivery.extend()``), or one that lapsed (the broker sent the message again)."""
+        if self.instruments is not None:
+            counter = self.instruments.leases_lapsed if lapsed else self.instruments.leases_extended
+            counter.add(1, {**self.base, attr.DESTINATION: source})
 
     # ---- consuming -------------------------------------------------------------
     def subscription(self, source: str) -> SubscriptionObserver:

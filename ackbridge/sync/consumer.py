@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from ackbridge import contract
 from ackbridge.engine import handles
 from ackbridge.engine.consumer import HANDLER_OWNS, ConsumerBase, DeliveryBase, settle_failed
+from ackbridge.engine.draining import Drain, DrainResult, report
+from ackbridge.engine.leases import extended
 from ackbridge.errors import AckbridgeError, ConfigurationError
 from ackbridge.kernel.guaranteed import ConsumerGuard
 from ackbridge.kernel.interruptions import DRAIN_S, interrupted
@@ -75,6 +77,9 @@ class Delivery(DeliveryBase, contract.Delivery):
     def acknowledge(self, label: str, status: int = 200, payload: Any = None) -> Confirm:
         return self._consumer._connection.issue_ack(self, label, status, payload)
 
+    def extend(self) -> float | None:
+        return self._consumer._extend(self)
+
 
 class Consumer(ConsumerBase, contract.Consumer):
     """Deliveries from one source. Iterate it, or call :meth:`get`; or, when it
@@ -109,6 +114,9 @@ class Consumer(ConsumerBase, contract.Consumer):
                                            daemon=True)
             self._timer.start()
         self._handler_thread: threading.Thread | None = None
+        #: Set once a drain() has closed the consumer (close() meanwhile waits for it).
+        self._drain_done: threading.Event | None = None
+        self._drain_result = DrainResult()
         if handler is not None:
             self._handler_thread = threading.Thread(target=self._run_handler, args=(handler,),
                                                     name=f"ackbridge-handler-{subscription}", daemon=True)
@@ -160,6 +168,7 @@ class Consumer(ConsumerBase, contract.Consumer):
     def ack_through(self, delivery: Delivery) -> None:
         with self._lock:
             self._queue(self._decide_through(delivery._record))
+            self._cond.notify_all()
         self._push()
 
     def flush(self) -> None:
@@ -171,18 +180,53 @@ class Consumer(ConsumerBase, contract.Consumer):
         with self._lock:
             ops, result = self._plan_batch(deliveries, verb)
             self._queue(ops)
+            self._cond.notify_all()
         self._push()
         return result
 
+    def drain(self, timeout: float = DRAIN_S) -> DrainResult:
+        with self._cond:
+            closing = self._closed
+            if not closing:
+                self._closed = True
+                done = self._drain_done = threading.Event()
+                drain = Drain(self._ledger, self._ready, timeout, self.source)
+                self._cond.notify_all()
+        if closing:
+            self._await_drain(self._drain_done)  # another drain() (or close()) is under way
+            return self._drain_result
+        runner = self._handler_thread
+        if runner is not None and runner is not threading.current_thread():
+            runner.join(drain.left())
+        try:
+            with self._cond:
+                # Each settlement notifies while closed (_settle); a generation end empties the ledger.
+                while drain.in_flight() and drain.left() > 0:
+                    self._cond.wait(drain.left())
+                result = self._drain_result = drain.result()
+            self._close_ledger()
+        finally:
+            done.set()
+        report(self._ledger, self.source, self._broker, self._connection._transport.generation, result)
+        return result
+
+    def _await_drain(self, done: threading.Event | None) -> None:
+        # The handler's own thread must not wait: the drain is waiting for it.
+        if done is not None and self._handler_thread is not threading.current_thread():
+            done.wait()
+
     def close(self) -> None:
         with self._cond:
-            if self._closed:
-                return
-            # Nothing more is handed out; what was received and not handed out goes
-            # back to the broker with the subscription.
-            self._closed = True
-            self._ready.clear()
-            self._cond.notify_all()
+            closing = self._closed
+            if not closing:
+                # Nothing more is handed out; what was received and not handed out goes
+                # back to the broker with the subscription.
+                self._closed = True
+                self._ready.clear()
+                self._cond.notify_all()
+        if closing:
+            self._await_drain(self._drain_done)  # a drain() under way closes it
+            return
         runner = self._handler_thread
         if runner is not None and runner is not threading.current_thread():
             # Drain: the delivery the handler holds may still be settled.
@@ -191,6 +235,9 @@ class Consumer(ConsumerBase, contract.Consumer):
                 log.warning("ackbridge: the handler of %r did not finish within %.0f s of close(); its delivery "
                             "returns to the broker and settling it will raise ConsumerClosedError",
                             self.source, DRAIN_S)
+        self._close_ledger()
+
+    def _close_ledger(self) -> None:
         with self._lock:
             self._queue(self._ledger.flush())
             # From here on a settlement raises ConsumerClosedError: the unsubscribe
@@ -225,6 +272,8 @@ class Consumer(ConsumerBase, contract.Consumer):
         outbox = self._outbox
         with self._lock:
             ops = self._decide(delivery._record, verb)
+            if self._closed:
+                self._cond.notify_all()  # a drain() waits for the deliveries in flight
             # The per-message path: nothing queued ahead and the sender free, so
             # these go straight out. _send_lock is taken before _lock is released:
             # whatever is decided after this joins the outbox and goes out after it.
@@ -238,6 +287,13 @@ class Consumer(ConsumerBase, contract.Consumer):
                 self._send_lock.release()
         if outbox:
             self._push()
+
+    def _extend(self, delivery: Delivery) -> float | None:
+        with self._lock:
+            tag, generation = self._check_extend(delivery)
+        granted = self._connection._transport.extend_lease(self.subscription, tag, generation)
+        extended(self._ledger, self.source)
+        return granted
 
     def _queue(self, ops: list[WireSettle]) -> None:
         # Called with _lock held: the outbox keeps the ledger's order.
@@ -321,6 +377,7 @@ class Consumer(ConsumerBase, contract.Consumer):
     def _on_generation_end(self, generation: int) -> None:
         with self._lock:
             self._end_generation(generation)
+            self._cond.notify_all()  # what a drain() waited for went stale
 
     def _flush_on_time(self) -> None:
         while True:

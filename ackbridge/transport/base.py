@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 from ackbridge.capabilities import CANNOT_TELL, Capabilities, DeadLetterTarget
@@ -179,6 +179,13 @@ class SyncTransport(TransportBase, abc.ABC):
         """From now on, unsubscribe and close release nothing the application took."""
         raise UnsupportedVerbError(self.capabilities.broker, "leave unsettled", "not offered by this plugin")
 
+    # ---- leases: optional, declared in Capabilities.lease_extension -----------------------
+    def extend_lease(self, subscription: str, wire_tag: Hashable, generation: int) -> float | None:
+        """Push back the broker's redelivery deadline of one unsettled delivery (the core
+        checked it is pending); the seconds the broker now waits, where known. Raises
+        StaleDeliveryError when *generation* is not the live one (nothing sent)."""
+        raise UnsupportedVerbError(self.capabilities.broker, "extend lease", "not offered by this plugin")
+
     # ---- topology: optional, each declared in Capabilities.topology ----------------------
     def delete_queue(self, name: str, *, dead_letter: bool = True) -> None:
         """Delete queue *name* and its messages (and its dead-letter companion with *dead_letter*).
@@ -234,6 +241,10 @@ class AsyncTransport(TransportBase, abc.ABC):
         """See :meth:`SyncTransport.leave_unsettled`."""
         raise UnsupportedVerbError(self.capabilities.broker, "leave unsettled", "not offered by this plugin")
 
+    async def extend_lease_async(self, subscription: str, wire_tag: Hashable, generation: int) -> float | None:
+        """See :meth:`SyncTransport.extend_lease`."""
+        raise UnsupportedVerbError(self.capabilities.broker, "extend lease", "not offered by this plugin")
+
     async def delete_queue_async(self, name: str, *, dead_letter: bool = True) -> None:
         """See :meth:`SyncTransport.delete_queue`."""
         raise UnsupportedVerbError(self.capabilities.broker, "delete queue", "not offered by this plugin")
@@ -249,7 +260,7 @@ class AsyncTransport(TransportBase, abc.ABC):
 
 SYNC_METHODS = ("open", "close", "declare_queue", "subscribe", "unsubscribe", "settle", "publish", "open_reply_inbox",
                 "delete_queue", "purge_queue", "inspect_queue", "settle_handles", "leave_unsettled",
-                "dead_letter_target")
+                "dead_letter_target", "extend_lease")
 
 
 class ForwardedFaults:
@@ -329,6 +340,9 @@ class ThreadedAsyncTransport(ForwardedFaults, AsyncTransport):
 
     async def leave_unsettled_async(self) -> None:
         self.sync.leave_unsettled()
+
+    async def extend_lease_async(self, subscription: str, wire_tag: Hashable, generation: int) -> float | None:
+        return await asyncio.to_thread(self.sync.extend_lease, subscription, wire_tag, generation)
 
     async def delete_queue_async(self, name: str, *, dead_letter: bool = True) -> None:
         await asyncio.to_thread(self.sync.delete_queue, name, dead_letter=dead_letter)

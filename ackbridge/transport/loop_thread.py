@@ -29,7 +29,7 @@ import collections
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from ackbridge.capabilities import CANNOT_TELL, DeadLetterTarget
@@ -250,6 +250,12 @@ class LoopThreadTransport(ForwardedFaults, SyncTransport):
 
     def leave_unsettled(self) -> None:
         self._run(self.inner.leave_unsettled_async())
+
+    def extend_lease(self, subscription: str, wire_tag: Hashable, generation: int) -> float | None:
+        if self._on_io_thread():
+            raise ConnectionLostError("extend() waits for the broker: not from the connection's own I/O thread")
+        granted = self._run(self.inner.extend_lease_async(subscription, wire_tag, generation))
+        return None if granted is None else float(granted)
 
     def open_reply_inbox(self) -> str:
         inbox = self._run(self.inner.open_reply_inbox_async())

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.packaging.getting_started import page_program
+
 ROOT = Path(__file__).resolve().parents[2]
 PY = Path(sys.executable)
 #: Distributions this repository builds (the embedded broker ships inside ``ackbridge``).
@@ -51,7 +53,9 @@ def test_extras_pull_every_plugin() -> None:
                         ("amqp10", "ackbridge-amqp10"), ("nats", "ackbridge-nats"),
                         ("rabbitmq-streams", "ackbridge-rabbitmq-streams"), ("spark", "ackbridge-spark")):
         assert any(d.startswith(dist) for d in extras[extra]), extra
-    assert extras["all"] == ["ackbridge[rabbitmq,mqtt,amqp10,nats,rabbitmq-streams,spark]"]
+    assert extras["all"] == ["ackbridge[rabbitmq,mqtt,amqp10,nats,rabbitmq-streams,spark,postgres]"]
+    # ackbridge.transactional on PostgreSQL: psycopg 3, a range (sqlite3 needs nothing).
+    assert any(d.startswith("psycopg[binary]>=3") for d in extras["postgres"]), extras["postgres"]
 
 
 def test_spark_connector_asks_for_spark_4() -> None:
@@ -101,9 +105,11 @@ ROUND_TRIP = textwrap.dedent('''
 
 @pytest.mark.slow
 @pytest.mark.spark
+@pytest.mark.timeout(900)  # builds, installs, then two Spark jobs (the demo, getting-started's)
 def test_built_wheels_install_into_a_clean_venv_and_work(tmp_path: Path) -> None:
     """Build every wheel and sdist, check them, install ``ackbridge[rabbitmq,spark]``
-    from them (non-editable) into a clean venv, then a round trip and the demo."""
+    from them (non-editable) into a clean venv, then a round trip, docs/getting-started.md's
+    broker-free programs and Spark job, and the demo."""
     dist = tmp_path / "dist"
     for path in OWN:
         run(PY, "-m", "build", "--no-isolation", "--outdir", dist,  # the wheel is built from the sdist
@@ -133,6 +139,11 @@ def test_built_wheels_install_into_a_clean_venv_and_work(tmp_path: Path) -> None
     (tmp_path / "round_trip.py").write_text(ROUND_TRIP)
     out = run(vpy, tmp_path / "round_trip.py", f"local://{tmp_path}/wheels.db", cwd=tmp_path).stdout
     assert "round trip ok 0.1.0" in out
+    # docs/getting-started.md as a new user runs it: its broker-free programs and its Spark job.
+    started = tmp_path / "getting-started"
+    out = run(vpy, page_program("embedded", started), cwd=started).stdout
+    assert out.count("ConfirmOutcome(status=confirmed)") == 4 and out.count("handled") == 4, out
+    assert out.splitlines()[6] == "0", out  # the sync program's queue is empty: every order acked
     plugins = run(venv / "bin" / "ackbridge", "plugins", "--json", cwd=tmp_path).stdout
     assert '"rabbitmq"' in plugins and '"local"' in plugins and '"mqtt"' not in plugins
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "VIRTUAL_ENV"))}
@@ -140,3 +151,14 @@ def test_built_wheels_install_into_a_clean_venv_and_work(tmp_path: Path) -> None
     demo = run(venv / "bin" / "ackbridge", "demo", "-n", "200", "--workdir", tmp_path / "demo", cwd=tmp_path,
                env=env).stdout
     assert "lost" in demo and "confirmed" in demo, demo
+    job = run(vpy, page_program("spark", started), cwd=started,
+              env={**env, "PYSPARK_PYTHON": str(vpy), "PYSPARK_DRIVER_PYTHON": str(vpy)}).stdout
+    assert job.splitlines()[-2:] == ["100", "0"], job  # 100 rows in the table, none left on the broker
+
+
+def test_every_core_package_is_in_the_distribution() -> None:
+    """A new folder under ackbridge/ left out of [tool.setuptools] packages is missing from the
+    wheel (ackbridge.pipeline was, and a wheel install failed to import it)."""
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "ackbridge").rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)

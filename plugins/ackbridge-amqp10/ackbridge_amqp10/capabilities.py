@@ -83,6 +83,9 @@ RABBITMQ = Capabilities(
     topology=TOPOLOGY,
     confirm_durability=RABBITMQ_DURABILITY,
     reject_outcome=REJECT_OUTCOME,
+    delayed_retry=unsupported("ackbridge.pipeline declares its delay queues with a dead-letter target, which "
+                              "AMQP 1.0 cannot (no queue management); a policy with retries is refused "
+                              "(attempts=1 dead-letters with reasons)"),
     requeue_bound=("RabbitMQ 3.10 sends no delivery count over AMQP 1.0, so max_deliveries is unsupported: "
                    "reject a message that was redelivered (delivery.redelivered) instead of requeueing it, or "
                    "consume a quorum queue created with x-delivery-limit (and a dead-letter target)"),
@@ -104,6 +107,9 @@ GENERIC = Capabilities(
     topology=TOPOLOGY,
     confirm_durability=GENERIC_DURABILITY,
     reject_outcome=REJECT_OUTCOME,
+    delayed_retry=unsupported("ackbridge.pipeline declares its delay queues with a dead-letter target, which "
+                              "AMQP 1.0 cannot (no queue management); a policy with retries is refused "
+                              "(attempts=1 dead-letters with reasons)"),
     requeue_bound=("consume(max_deliveries=N) dead-letters a message delivered more than N times (the "
                    "header's delivery-count); or reject it instead of requeueing it"),
 )

@@ -41,6 +41,14 @@ CAPABILITIES = Capabilities(
         RejectFate.DEAD_LETTERS_IF_TARGET,
         "moved to QUEUE.dlq, in the same transaction; a queue declared with dead_letter=False DISCARDS it "
         "(deleted), which consume() warns about"),
+    lease_extension=native(
+        "a lease belongs to the connection's owner record, which its heartbeat thread renews every "
+        "lease_timeout/4 (2 s at most), so slow work keeps its lease while the process lives; extend() renews "
+        "it now, confirms this connection still holds it (StaleDeliveryError if it was taken over) and returns "
+        "lease_timeout"),
+    delayed_retry=emulated("ackbridge.pipeline: a confirmed copy in QUEUE.retry.<level> (one queue per back-off "
+                           "level), moved back to QUEUE by the pipeline when due, then acked; the attempt count "
+                           "travels in ackbridge-retry-attempt (tests/pipeline)"),
     requeue_bound=("consume(max_deliveries=N) dead-letters a message leased more than N times (the file counts "
                    "every lease); or reject it instead of requeueing it"),
 )

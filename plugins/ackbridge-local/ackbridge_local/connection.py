@@ -19,12 +19,12 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from ackbridge.capabilities import CANNOT_TELL, DeadLetter, DeadLetterTarget
 from ackbridge.errors import AckbridgeError, BrokerError, ConnectionLostError, InvalidURLError
-from ackbridge.kernel.generations import check_ops, lease_lost
+from ackbridge.kernel.generations import check_generation, check_ops, lease_lost
 from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle
 from ackbridge.transport import SyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL
@@ -339,6 +339,22 @@ class LocalTransport(SyncTransport):
         # (paused past its lease timeout). Nothing was applied; its generation ends.
         self.taken_over(owner)
         raise lease_lost()
+
+    def extend_lease(self, subscription: str, wire_tag: Hashable, generation: int) -> float | None:
+        """Leases belong to this connection's owner record: renew it now (its heartbeat)
+        and confirm it still holds them; the seconds until the lease would lapse."""
+        self.file.raise_if_failed()
+        with self._lock:
+            owner = self._owner
+            check_generation(generation, self._generation if owner is not None else None)
+        assert owner is not None  # check_generation raised otherwise
+        with self.file.checked() as store:
+            alive = store.heartbeat(owner)
+        if not alive:
+            self.taken_over(owner)
+            raise lease_lost()
+        self.heartbeat_ok = time.monotonic()
+        return self.local_settings.lease_timeout
 
     def _forget(self, ops: Sequence[WireSettle], *, later: bool) -> None:
         ids = [int(op.wire_tag) for op in ops]  # type: ignore[call-overload]

@@ -68,6 +68,10 @@ CAPABILITIES = Capabilities(
     reject_outcome=RejectOutcome(RejectFate.DEAD_LETTERS,
                                  "copy to dead_letter_subject (PubAck awaited), then +TERM; a copy no stream stores "
                                  "is -NAKed instead, never discarded"),
+    delayed_retry=emulated(
+        "ackbridge.pipeline: a confirmed copy (its own Nats-Msg-Id, QUEUE~N) in the stream QUEUE.retry.<level>, "
+        "moved back when due; JetStream's native -NAK with delay is per connection here (requeue_delay), not "
+        "per delivery, so the pipeline cannot reach it yet (tests/pipeline)"),
     requeue_bound=("consume(max_deliveries=N) dead-letters a message delivered more than N times (num_delivered "
                    "is native); requeue_delay=S spaces the redeliveries (it slows the loop, it does not end it); "
                    "the max_deliver option stops delivering without dead-lettering"),
@@ -81,6 +85,10 @@ CAPABILITIES = Capabilities(
         Topology.INSPECT_QUEUE: native("the durable consumer's num_pending (messages) and num_ack_pending "
                                        "(unacked), the dead-letter stream's message count"),
     },
+    lease_extension=native(
+        "+WPI to the delivery's reply subject (nats-py's Msg.in_progress()): JetStream starts its ack_wait "
+        "again; extend() returns ack_wait (seconds). Without it a delivery held past ack_wait is delivered "
+        "again (to this or another consumer): reported as a lapsed lease (warning, ackbridge.leases_lapsed)"),
     connection_free_acks=native(
         "the handle is the delivery's reply subject ($JS.ACK...): +ACK or -NAK published to it from any "
         "connection settles the delivery while JetStream holds it pending (until ack_wait); a late or "

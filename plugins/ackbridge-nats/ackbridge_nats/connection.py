@@ -14,14 +14,14 @@ import json
 import logging
 import math
 import uuid
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Hashable, Mapping, Sequence
 from typing import Any
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from ackbridge.errors import InvalidOptionError
-from ackbridge.kernel.generations import check_ops
+from ackbridge.kernel.generations import check_generation, check_ops, stale_error
 from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, refused, unknown
 from ackbridge.transport import AsyncTransport, TransportEvents
 from ackbridge.transport.held_work import HeldWork
@@ -33,7 +33,7 @@ from ackbridge_nats.errors import nats_error
 from ackbridge_nats.link import Link, describe, seconds_ns
 from ackbridge_nats.naming import check_subject, dead_letter_subject
 from ackbridge_nats.options import OPTIONS, NatsSettings
-from ackbridge_nats.receiving import NAK, PullSubscription
+from ackbridge_nats.receiving import NAK, PROGRESS, PullSubscription
 from ackbridge_nats.sending import Publishes, outcome_of
 
 log = logging.getLogger("ackbridge.nats")
@@ -215,6 +215,29 @@ class NatsAsyncTransport(AsyncTransport):
 
     async def leave_unsettled_async(self) -> None:
         self.leaving = True
+        # The core -NAKs next what its consumers received and never handed out. Settling
+        # frees credit, and a subscription still receiving would ask for it again at once:
+        # JetStream sends the -NAKed messages straight back into that request, to consumers
+        # about to close, which drop them, and a leaving stop releases only what arrived
+        # after it began -- so they sat pending until ack_wait. From here nothing more is
+        # asked for or handed to the core; what still arrives is released by the stop.
+        for sub in self.subs.values():
+            sub.closed = True
+
+    # ---- leases (the core checked the delivery is pending: ackbridge.engine.leases) -----------------
+    async def extend_lease_async(self, subscription: str, wire_tag: Hashable, generation: int) -> float | None:
+        check_generation(generation, self.generation)
+        client = self.link.client
+        if client is None or not client.is_connected:
+            raise stale_error("this delivery (the connection is down)", generation)
+        doing = "extend a delivery's ack_wait (+WPI)"
+        try:
+            await client.publish(str(wire_tag), PROGRESS)
+            # Flushed before returning: the deadline is pushed back once extend() returns.
+            await client.flush(timeout=max(1, math.ceil(self.settings.connect_timeout)))
+        except Exception as exc:
+            raise nats_error(exc, doing, self.url) from None
+        return self.nats.ack_wait
 
     async def inspect_queue_async(self, name: str) -> QueueInfo:
         check_subject(name, "queue")

@@ -38,6 +38,8 @@ from ackbridge_nats.link import describe, seconds_ns
 log = logging.getLogger("ackbridge.nats")
 
 NAK = b"-NAK"
+#: "Work in progress": JetStream starts the delivery's ack_wait again (nats-py's ``Msg.in_progress()``).
+PROGRESS = b"+WPI"
 
 
 class PullSubscription:

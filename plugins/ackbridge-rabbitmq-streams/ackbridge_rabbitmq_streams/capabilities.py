@@ -71,5 +71,7 @@ CAPABILITIES = Capabilities(
     },
     confirm_durability=DURABILITY,
     reject_outcome=RejectOutcome(RejectFate.NO_REJECT, _LOG + "; reject is unsupported (it raises)"),
+    delayed_retry=unsupported("a stream keeps every message (acks are offsets): there is no queue to move a "
+                              "copy out of, so the pipeline's delay queues do not apply"),
     requeue_bound="requeue is unsupported on a stream (it raises), so no requeue loop can form",
 )

@@ -96,6 +96,14 @@ async def close_client(client: Client) -> None:
         await client.remove_stream(WATCHED)
     with contextlib.suppress(Exception):
         await asyncio.wait_for(client.close(), 6)
+    # rstream 1.1.1's close() leaves the socket open when it finds the connection already
+    # broken (the broker hung up: refused credentials, a cut): close it here, or the
+    # socket and its stream writer live on until the garbage collector (docs/broker-quirks.md).
+    conn = getattr(client, "_conn", None)
+    if conn is not None:
+        client._conn = None
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(conn.close(), 6)
 
 
 class StreamAsyncTransport(AsyncTransport):

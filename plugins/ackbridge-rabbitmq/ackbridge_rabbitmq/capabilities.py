@@ -38,6 +38,14 @@ TOPOLOGY = {
     Topology.INSPECT_QUEUE: native("queue.declare passive: ready messages and consumers (unacked: not told)"),
 }
 
+#: How ackbridge.pipeline delays a retry: queue-declare arguments (x-message-ttl, x-dead-letter-*) are out of
+#: the public declare_queue's reach, so the delay is the pipeline's, not the broker's TTL.
+DELAYED_RETRY = emulated(
+    "ackbridge.pipeline: a confirmed copy in QUEUE.retry.<level> (a durable queue per back-off level, as "
+    "kombu's delay levels), moved back to QUEUE by the pipeline when due, then acked; the attempt count travels "
+    "in ackbridge-retry-attempt. Native TTL delay queues (x-message-ttl + dead-lettering back) need a declare seam "
+    "(docs/failure-policy.md) (tests/pipeline)")
+
 #: What basic.reject requeue=false does: the queue's dead-letter exchange decides.
 REJECT_OUTCOME = RejectOutcome(
     RejectFate.DEAD_LETTERS_IF_TARGET,
@@ -62,6 +70,14 @@ QUORUM_DURABILITY = ConfirmDurability(
     "Basic.Ack once a majority of the quorum queue's members have written and fsynced it (a single-node "
     "broker: that node's disk); survives losing a minority of nodes")
 
+#: AMQP 0-9-1 has no way to push back consumer_timeout: extend() refuses, saying so.
+LEASE = unsupported(
+    "AMQP 0-9-1 has no lease to extend: the broker's consumer_timeout (rabbitmq.conf, default 30 min) counts from "
+    "delivery and nothing resets it; a delivery held longer makes the broker close its channel and requeue every "
+    "unsettled delivery on it: ackbridge logs that as a 'consumer_timeout' warning, ends the generation (so "
+    "settling those deliveries raises StaleDeliveryError) and consumes again; set consumer_timeout above the "
+    "slowest work")
+
 CLASSIC = Capabilities(
     broker="rabbitmq",
     verbs={
@@ -74,6 +90,8 @@ CLASSIC = Capabilities(
     topology=TOPOLOGY,
     confirm_durability=CLASSIC_DURABILITY,
     reject_outcome=REJECT_OUTCOME,
+    lease_extension=LEASE,
+    delayed_retry=DELAYED_RETRY,
     requeue_bound=(
         "classic queues count no deliveries, so consume(max_deliveries=N) needs queue_type=quorum (which also "
         "offers delivery_limit=N, the broker's x-delivery-limit); on a classic queue reject instead of requeueing "
@@ -88,6 +106,8 @@ QUORUM = Capabilities(
     topology=TOPOLOGY,
     confirm_durability=QUORUM_DURABILITY,
     reject_outcome=REJECT_OUTCOME,
+    lease_extension=LEASE,
+    delayed_retry=DELAYED_RETRY,
     requeue_bound=("consume(max_deliveries=N) dead-letters a message delivered more than N times; or "
                    "delivery_limit=N (x-delivery-limit: the broker dead-letters it, or drops it without a "
                    "dead-letter target)"),

@@ -39,6 +39,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ackbridge.rabbitmq")
 
+#: How RabbitMQ words a channel closed by consumer_timeout (406 PRECONDITION_FAILED).
+CONSUMER_TIMEOUT_TEXT = "delivery acknowledgement on channel"
+
+
+def consumer_timeout_text(reason: BaseException) -> str | None:
+    """The report for a channel closed by the broker's ``consumer_timeout`` (a delivery held
+    unsettled too long); None for any other close."""
+    if not isinstance(reason, pe.ChannelClosedByBroker):
+        return None
+    if reason.reply_code != 406 or CONSUMER_TIMEOUT_TEXT not in str(reason.reply_text) \
+            or "timed out" not in str(reason.reply_text):
+        return None
+    return ("consumer_timeout: a delivery was held unsettled longer than the broker's consumer_timeout, so the "
+            "broker closed its channel and requeued every unsettled delivery on it; they will be delivered again "
+            "(settling the old ones raises StaleDeliveryError). RabbitMQ cannot extend a delivery's lease: "
+            "raise consumer_timeout above the slowest work, or split the work. Broker said: "
+            f"{reason.reply_code} {reason.reply_text}")
+
 
 class _Sub:
     """One subscription: its own channel, so its delivery tags are its own."""
@@ -173,8 +191,9 @@ class Subscriptions:
             return
         sub.channel = None
         if isinstance(reason, pe.ChannelClosedByBroker) and sub.active and self._link.state == "open":
+            timed_out = consumer_timeout_text(reason)
             self._recycle(f"channel of subscription {sub.source!r} closed by the broker: "
-                          f"{reason.reply_code} {reason.reply_text}")
+                          + (timed_out or f"{reason.reply_code} {reason.reply_text}"))
 
     def _recycle(self, why: str) -> None:
         """Reopen every subscription channel on a new generation (see module doc)."""

@@ -12,6 +12,7 @@ proton's own Message cannot write.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from collections import deque
@@ -132,6 +133,11 @@ class ToyPeer:
         self.container = Container(self.handler)
         self.injector = EventInjector()
         self.container.selectable(self.injector)
+        # Container.stop() ends run() without closing what it still selects on (the listening
+        # socket, accepted connections' sockets), and run() drops its IO handler on the way
+        # out, so keep the handler's selector to close those after the thread ends.
+        overrides: Any = self.container.global_handler  # proton's GlobalOverrides around its IOHandler
+        self._selector: Any = overrides.base._selector
         self.thread = threading.Thread(target=self.container.run, name="toy-peer", daemon=True)
         self.thread.start()
         if not self.handler.listening.wait(10):
@@ -145,3 +151,10 @@ class ToyPeer:
     def stop(self) -> None:
         self.injector.trigger(ApplicationEvent("toy_stop"))
         self.thread.join(timeout=10)
+        if self.thread.is_alive():
+            raise RuntimeError("toy peer did not stop")
+        for selectable in list(self._selector._selectables):
+            selectable.close()
+        # proton never closes the injector's pipe (EventInjector.close() only marks it closed).
+        for fd in self.injector.pipe:
+            os.close(fd)

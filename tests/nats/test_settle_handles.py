@@ -96,6 +96,11 @@ def test_leaving_requeues_what_was_never_handed_out(harness: NatsHarness) -> Non
     eventually(lambda: harness.unacked(queue) == 5, message="all five delivered to the consumer")
     handles = [d.ack_handle for d in taken if d is not None]
     conn.close(leave_unsettled=True)
+    # A leaving connection asks for nothing more: the server delivered the five and no
+    # more. (It used to ask again for the credit the -NAKs freed, and JetStream sent the
+    # three straight back into that request, to a consumer that dropped them on close
+    # and, leaving, never released them: pending until ack_wait, not back at once.)
+    assert harness.consumer_info(queue).delivered.consumer_seq == 5
     # The three never handed out were -NAKed: back at once, not after ack_wait;
     # the two taken stay pending (nats-server counts a -NAKed one ack-pending until redelivered).
     with ackbridge.connect(url) as other:

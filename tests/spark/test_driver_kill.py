@@ -23,8 +23,9 @@ def run_job(broker: Broker, queue: str, tmp: Path, block_at: int, batch: int) ->
     args = [sys.executable, JOB, broker.url(), queue, str(tmp / "ck"), str(tmp / "out"), str(block_at),
             str(tmp / "blocked"), str(batch)]
     # Its own process group: the driver, its JVM and Python workers die together.
-    return subprocess.Popen(args, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=open(tmp / f"job-{block_at}.log", "wb"))
+    # The child holds its own copy of the log's descriptor: ours is closed once it started.
+    with open(tmp / f"job-{block_at}.log", "wb") as log:
+        return subprocess.Popen(args, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=log)
 
 
 @spark_cell("spark source", SOURCE_SIGKILL)

@@ -60,8 +60,9 @@ def job(url: str, queue: str, tmp: Path, name: str, *, block_id: str = "-", trig
                ACKBRIDGE_JOB_OPTIONS=json.dumps(options or {}))
     args = [sys.executable, JOB, url, queue, str(tmp / "ck"), str(tmp / "table"), block_id, str(tmp / "blocked"),
             str(batch), str(trigger_s)]
-    return subprocess.Popen(args, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=open(tmp / f"job-{name}.log", "wb"))
+    # The child holds its own copy of the log's descriptor: ours is closed once it started.
+    with open(tmp / f"job-{name}.log", "wb") as log:
+        return subprocess.Popen(args, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=log)
 
 
 def kill(proc: subprocess.Popen[bytes]) -> None:
@@ -128,21 +129,27 @@ def test_sigkill_before_commit(eo_broker: Broker, tmp_path: Path, readers: int) 
 
 @pytest.mark.parametrize("eo_broker", brokers("rabbitmq"), indirect=True)
 def test_sigkill_between_commit_and_ack(eo_broker: Broker, tmp_path: Path) -> None:
-    """A long trigger interval holds a committed batch's ack until the next trigger: kill in between."""
-    broker, n = eo_broker, 600
+    """Kill between batch 0's commit and its ack. The window is held open by the data, not
+    a clock: the first run gets one batch of messages and acks only in ``commit``
+    (``settleOnPlan=false``), which Spark calls for batch 0 when it plans batch 1 -- with
+    nothing more to read it plans none. (A 20 s trigger interval did not hold it: Spark
+    fires processing-time triggers at multiples of the interval on the wall clock, so a
+    batch 0 ending past the next boundary had batch 1 planned, and batch 0 acked, at once.)
+    The rest is published after the kill."""
+    broker, n, batch = eo_broker, 600, 200
     queue = broker.new_queue()
-    confirmed = broker.publish(queue, n)
-    first = job(broker.url(), queue, tmp_path, "first", trigger_s=20.0, batch=200)
+    confirmed = broker.publish(queue, batch)
+    first = job(broker.url(), queue, tmp_path, "first", trigger_s=1.0, batch=batch, options={"settleOnPlan": "false"})
     try:
         eventually(lambda: (tmp_path / "ck" / "commits" / "0").exists() or first.poll() is not None, 240,
                    message="batch 0 committed")
         assert first.poll() is None, (tmp_path / "job-first.log").read_text()[-3000:]
     finally:
         kill(first)
-    # The window was real: batch 0 was committed, and the broker still holds all n messages
-    # (batch 0's too; ready or, on NATS until a consumer pulls again, ack-pending) -- its
-    # ack was due at the next trigger, 20 s later.
-    eventually(lambda: sum(broker.counts(queue)) == n, 60, message="batch 0 committed but not acked")
+    # The window was real: batch 0 was committed, and the broker still holds its messages
+    # (ready or, on NATS until a consumer pulls again, ack-pending).
+    eventually(lambda: sum(broker.counts(queue)) == batch, 60, message="batch 0 committed but not acked")
+    confirmed += broker.publish(queue, n - batch, prefix="n")
     restart_and_check(broker, broker.url(), queue, tmp_path, "driver SIGKILL between commit and ack", confirmed)
 
 

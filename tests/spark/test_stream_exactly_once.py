@@ -90,20 +90,31 @@ def test_stream_source_sigkilled_mid_batch_exactly_once(streams: Streams, tmp_pa
 @pytest.mark.parametrize("fault_broker", ["rabbitmq-streams"])
 @spark_cell("spark source", "driver SIGKILL between commit and offset store (stream source, no dedupe step)")
 def test_stream_source_sigkilled_between_commit_and_store(streams: Streams, tmp_path: Path, fault_broker: str) -> None:
-    """A long trigger interval holds a committed batch's offset store until the next trigger:
-    the broker's offset lags the checkpoint, and the restart must follow the checkpoint."""
+    """The broker's offset lags the checkpoint: batch 0 is committed in Spark and its offset
+    not stored on the broker when the driver dies; the restart must follow the checkpoint.
+
+    The window is held open by the data, not by a clock: the first run sees exactly one
+    batch of records and stores offsets only in ``commit`` (``settleOnPlan=false``), which
+    Spark calls for batch 0 when it plans batch 1 -- and with nothing more to read it plans
+    none. (A long trigger interval did not hold it: Spark fires processing-time triggers
+    at multiples of the interval on the wall clock, not an interval after the last batch
+    began, so batch 0 could end after the next boundary and batch 1's plan store its
+    offset, 200, before the kill.) The rest is published after the kill."""
     a = streams.new()
-    sent = streams.publish(a, ids_per_cell(600), prefix="m")
-    options: dict[str, str | None] = {"consumerReference": streams.reference}
-    # The trigger must outlast batch 0: a batch longer than the interval starts the next at
-    # once, which stores batch 0's offset (20 s was not enough on a loaded 2-core machine).
-    first = job(STREAM_URL, a, tmp_path, "first", trigger_s=120.0, batch=200, options=options)
+    total, batch = ids_per_cell(600), 200
+    sent = streams.publish(a, batch, prefix="m")
+    first_options: dict[str, str | None] = {"consumerReference": streams.reference, "settleOnPlan": "false"}
+    first = job(STREAM_URL, a, tmp_path, "first", trigger_s=1.0, batch=batch, options=first_options)
     try:
         eventually(lambda: (tmp_path / "ck" / "commits" / "0").exists() or first.poll() is not None, 240,
                    message="batch 0 committed")
         assert first.poll() is None, (tmp_path / "job-first.log").read_text()[-3000:]
     finally:
         kill(first)
-    assert streams.stored(a) in (None, 0)  # committed in Spark, not yet stored on the broker
+    assert _last(tmp_path / "ck" / "commits") == _last(tmp_path / "ck" / "offsets") == 0
+    assert _planned(tmp_path, 0)[a][a] == batch
+    assert streams.stored(a) in (None, 0)  # committed in Spark, not stored on the broker
+    sent += streams.publish(a, total - batch, prefix="n")
+    options: dict[str, str | None] = {"consumerReference": streams.reference}
     _restart_and_count(streams, [a], tmp_path, "driver SIGKILL between commit and offset store "
                        "(stream source, no dedupe step)", sent, options)

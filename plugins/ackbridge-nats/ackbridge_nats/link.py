@@ -116,9 +116,13 @@ class Link:
             options.update(tls=s.tls, tls_hostname=s.tls_hostname)
         try:
             await asyncio.wait_for(client.connect(**options), s.connection.connect_timeout + 1)
-        except AckbridgeError:
-            raise
-        except Exception as exc:
+        except BaseException as exc:
+            # A refused CONNECT (credentials) leaves nats-py's socket and stream writer open:
+            # close the half-made client, or the garbage collector does it with a ResourceWarning.
+            with contextlib.suppress(Exception):
+                await client.close()
+            if isinstance(exc, AckbridgeError) or not isinstance(exc, Exception):
+                raise
             tls_error = describe_tls_error(exc, self.url)
             if tls_error is not None:
                 raise tls_error from None

@@ -50,6 +50,7 @@ def drain_through_inbox(app_db: AppDb, harness: Any, queue: str, expected: int) 
                    and (harness.ready(queue), harness.unacked(queue)) == (0, 0), timeout=60,
                    message="downstream handled everything")
         consumer.close()
+    db.close()  # the inbox's counters stay readable; its connection must not outlive the test
     return inbox
 
 

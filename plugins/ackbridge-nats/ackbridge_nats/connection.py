@@ -21,7 +21,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from ackbridge.errors import InvalidOptionError
-from ackbridge.kernel.generations import check_generation, check_ops, stale_error
+from ackbridge.kernel.generations import check_generation, check_ops
 from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, refused, unknown
 from ackbridge.transport import AsyncTransport, TransportEvents
 from ackbridge.transport.held_work import HeldWork
@@ -226,10 +226,12 @@ class NatsAsyncTransport(AsyncTransport):
 
     # ---- leases (the core checked the delivery is pending: ackbridge.engine.leases) -----------------
     async def extend_lease_async(self, subscription: str, wire_tag: Hashable, generation: int) -> float | None:
-        check_generation(generation, self.generation)
         client = self.link.client
-        if client is None or not client.is_connected:
-            raise stale_error("this delivery (the connection is down)", generation)
+        # No live connection is no live generation: the core's rule words the error.
+        live = client is not None and client.is_connected
+        check_generation(generation, self.generation if live else None,
+                         "this delivery" if live else "this delivery (the connection is down)")
+        assert client is not None
         doing = "extend a delivery's ack_wait (+WPI)"
         try:
             await client.publish(str(wire_tag), PROGRESS)

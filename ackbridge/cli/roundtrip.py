@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ackbridge.messages import ConfirmStatus
 from ackbridge.sync.connection import Connection
+from ackbridge.sync.consumer import Delivery
 
 
 @dataclass
@@ -37,6 +38,24 @@ class Tally:
 
     def lost(self, confirmed_ids: set[str]) -> int:
         return len(confirmed_ids - set(self.seen))
+
+    def receive(self, delivery: Delivery) -> None:
+        """Count *delivery* as received (by its id, else its body's start) and redelivered."""
+        self.received += 1
+        self.seen[delivery.message_id or delivery.body[:64].decode("utf-8", "replace")] += 1
+        if delivery.redelivered:
+            self.redelivered += 1
+
+
+def settle_as(delivery: Delivery, mode: str) -> bool:
+    """Settle *delivery* as the CLI's --mode says; True when it was settled ("none" leaves it)."""
+    if mode == "ack":
+        delivery.ack()
+    elif mode == "requeue":
+        delivery.requeue()
+    elif mode == "reject":
+        delivery.reject()
+    return mode != "none"
 
 
 def publish_many(conn: Connection, destination: str, count: int, size: int, window: int,
@@ -74,16 +93,7 @@ def consume_many(conn: Connection, source: str, tally: Tally, *, expect: int, mo
             delivery = consumer.get(timeout=idle_timeout)
             if delivery is None:
                 break
-            tally.received += 1
-            tally.seen[delivery.message_id or delivery.body[:64].decode("utf-8", "replace")] += 1
-            if delivery.redelivered:
-                tally.redelivered += 1
-            if mode == "ack":
-                delivery.ack()
-            elif mode == "requeue":
-                delivery.requeue()
-            elif mode == "reject":
-                delivery.reject()
-            if mode != "none":
+            tally.receive(delivery)
+            if settle_as(delivery, mode):
                 tally.settled += 1
             advance(1)

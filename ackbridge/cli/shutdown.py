@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
-from ackbridge.cli.roundtrip import Tally
+from ackbridge.cli.roundtrip import Tally, settle_as
 from ackbridge.errors import ConsumerClosedError
 from ackbridge.kernel.settlement import DrainResult
 from ackbridge.sync.connection import Connection
@@ -75,22 +75,14 @@ def consume_until_stopped(conn: Connection, source: str, tally: Tally, *, expect
                 delivery = consumer.get(timeout=idle_timeout)
                 if delivery is None:
                     break
-                tally.received += 1
-                tally.seen[delivery.message_id or delivery.body[:64].decode("utf-8", "replace")] += 1
-                if delivery.redelivered:
-                    tally.redelivered += 1
+                tally.receive(delivery)
                 if work_s:
                     time.sleep(work_s)
                 try:
-                    if mode == "ack":
-                        delivery.ack()
-                    elif mode == "requeue":
-                        delivery.requeue()
-                    elif mode == "reject":
-                        delivery.reject()
+                    settled = settle_as(delivery, mode)
                 except ConsumerClosedError:
                     break  # the drain's deadline passed first: the broker redelivers it
-                if mode != "none":
+                if settled:
                     tally.settled += 1
                 advance(1)
             stopping.wait()

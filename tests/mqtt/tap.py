@@ -181,7 +181,12 @@ class Tap:
                 client.close()
                 continue
             with self.lock:
-                self.conns.append(conn)
+                stopped = self._stop
+                if not stopped:
+                    self.conns.append(conn)
+            if stopped:  # accepted while close() ran: close() did not see it, so close it here
+                conn.close()
+                return
             conn.start()
 
     def unacked(self, topic: str) -> int:
@@ -222,8 +227,10 @@ class Tap:
         return conns
 
     def close(self) -> None:
-        self._stop = True
+        with self.lock:
+            self._stop = True
+            conns = list(self.conns)
         with contextlib.suppress(OSError):
             self.server.close()
-        for conn in list(self.conns):
+        for conn in conns:
             conn.close()

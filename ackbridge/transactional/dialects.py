@@ -9,10 +9,10 @@ Why the statements are what they are:
   PostgreSQL a second transaction inserting the same id waits for the first
   and then inserts nothing, so two competing consumers cannot both run the
   handler for one id; SQLite serialises writers, which gives the same;
-* the relay takes outbox rows ``FOR UPDATE SKIP LOCKED`` on PostgreSQL, and
-  only rows of destinations whose advisory lock it holds for the transaction
-  (``pg_try_advisory_xact_lock``): several relays share the work and no two
-  publish one destination at once, which keeps its order. SQLite has neither;
+* the relay claims whole destinations on PostgreSQL, with an advisory lock it
+  holds for the transaction (``pg_try_advisory_xact_lock``), and then takes
+  rows of those destinations only, ``FOR UPDATE``: several relays share the
+  work and no two publish one destination at once, which keeps its order. SQLite has neither;
   one relay per database file.
 """
 
@@ -45,6 +45,9 @@ class Dialect:
     serial_key: str
     #: Several relays may share one outbox (row and per-destination locks).
     shared_relays: bool
+    #: Run first in a relay's round: each statement gets its own snapshot, so the take sees what
+    #: the destination's previous holder committed (a connection set to REPEATABLE READ would not).
+    relay_isolation: str = ""
     #: Run before creating tables: PostgreSQL's CREATE TABLE IF NOT EXISTS races with itself
     #: (two processes starting at once: a unique violation on pg_type), so creation is serialised.
     ddl_lock: str = ""
@@ -104,10 +107,20 @@ class Dialect:
                   f"attempts FROM {table}")
         if not self.shared_relays:
             return self.sql(f"{select} ORDER BY seq LIMIT ?")
-        # The advisory lock is taken per row scanned and held to the end of the transaction;
-        # a destination another relay holds is skipped whole, so its order stays one relay's.
-        return self.sql(f"{select} WHERE pg_try_advisory_xact_lock(hashtext('{table}:' || destination)) "
-                        "ORDER BY seq LIMIT ? FOR UPDATE SKIP LOCKED")
+        # Only destinations the round claimed (outbox_claim), in a statement begun after the claim:
+        # its snapshot sees every row the previous holder removed before it let go.
+        return self.sql(f"{select} WHERE destination = ANY(?) ORDER BY seq LIMIT ? FOR UPDATE")
+
+    def outbox_claim(self, table: str) -> str:
+        """Up to ``?`` destinations, oldest row first, whose advisory lock the round now holds."""
+        # Whole destinations are claimed, never rows one by one: a per-row lock test in one scan
+        # skipped a destination's early rows while another relay held it and took its later
+        # rows once that relay let go, publishing them first. OFFSET 0 keeps the volatile test
+        # out of the subquery (PostgreSQL pushed it into the aggregate, claiming every free
+        # destination): locks are tried lazily, oldest head first, until LIMIT is met.
+        return self.sql(f"SELECT destination FROM (SELECT destination, min(seq) AS head FROM {table} "
+                        "GROUP BY destination ORDER BY head OFFSET 0) AS heads "
+                        f"WHERE pg_try_advisory_xact_lock(hashtext('{table}:' || destination)) LIMIT ?")
 
     def outbox_delete(self, table: str) -> str:
         return self.sql(f"DELETE FROM {table} WHERE seq = ?")
@@ -128,6 +141,7 @@ SQLITE = Dialect(name="sqlite", mark="?", blob="BLOB", real="REAL",
                  serial_key="INTEGER PRIMARY KEY AUTOINCREMENT", shared_relays=False)
 POSTGRES = Dialect(name="postgresql", mark="%s", blob="BYTEA", real="DOUBLE PRECISION",
                    serial_key="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", shared_relays=True,
+                   relay_isolation="SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
                    ddl_lock="SELECT pg_advisory_xact_lock(hashtext('ackbridge.transactional:ddl'))")
 
 

@@ -83,6 +83,7 @@ class OutboxRules:
         self.schema = dialect.outbox_schema(self.table)
         self.insert_sql = dialect.outbox_insert(self.table)
         self.take_sql = dialect.outbox_take(self.table)
+        self.claim_sql = dialect.outbox_claim(self.table) if dialect.shared_relays else ""
         self.delete_sql = dialect.outbox_delete(self.table)
         self.attempted_sql = dialect.outbox_attempted(self.table)
         self.refuse_sql = dialect.outbox_refuse(self.table)
@@ -115,6 +116,10 @@ class OutboxRules:
                 raise InvalidOptionError(f"outbox headers must be JSON values (text, numbers, booleans): {exc}"
                                          ) from None
         return (destination, message_id, bytes(body), encoded, correlation_id, content_type, time.time()), message_id
+
+    def take_params(self, batch: int, claimed: list[str]) -> tuple[Any, ...]:
+        """The take's parameters: the *claimed* destinations (shared relays) and the batch."""
+        return (claimed, batch) if self.dialect.shared_relays else (batch,)
 
     def apply(self, row: OutboxRow, outcome: ConfirmOutcome, round_: RelayRound
               ) -> list[tuple[str, tuple[Any, ...]]]:

@@ -7,8 +7,8 @@ broker's reason, and leaves the unknown ones to be sent again next round under
 the same id. A relay killed between a confirm and the removal sends the row
 again when it restarts; a downstream inbox acks that copy without effect.
 
-PostgreSQL: the round holds its rows ``FOR UPDATE SKIP LOCKED`` and its
-destinations' advisory locks while it publishes, so several relays (threads or
+PostgreSQL: the round claims whole destinations (advisory locks) and holds
+their rows ``FOR UPDATE`` while it publishes, so several relays (threads or
 processes) share one outbox, each destination published by one at a time, in
 order. SQLite: one relay per database file (the rows are read, published, then
 settled in a short transaction: the application's writers are not held up).
@@ -49,13 +49,13 @@ class Relay:
     def run_once(self) -> RelayRound:
         """One round: publish up to ``batch`` rows and settle their outcomes."""
         round_ = RelayRound()
-        db, rules = self._db, self._rules
+        db = self._db
         if db.dialect.shared_relays:
             with db.transaction():  # rows and destinations locked while they are published
-                rows = [OutboxRow.of(r) for r in db.execute(rules.take_sql, (self.batch,)).fetchall()]
+                rows = self._take()
                 self._settle(rows, self._publish(rows), round_)
         else:
-            rows = [OutboxRow.of(r) for r in db.execute(rules.take_sql, (self.batch,)).fetchall()]
+            rows = self._take()
             outcomes = self._publish(rows)
             if rows:
                 with db.transaction():
@@ -100,6 +100,16 @@ class Relay:
             self._thread.join(timeout)
 
     # ---- internals ---------------------------------------------------------------------
+    def _take(self) -> list[OutboxRow]:
+        db, rules = self._db, self._rules
+        claimed: list[str] = []
+        if db.dialect.shared_relays:
+            db.execute(db.dialect.relay_isolation)
+            claimed = [d for (d,) in db.execute(rules.claim_sql, (self.batch,)).fetchall()]
+            if not claimed:
+                return []
+        return [OutboxRow.of(r) for r in db.execute(rules.take_sql, rules.take_params(self.batch, claimed)).fetchall()]
+
     def _publish(self, rows: list[OutboxRow]) -> list[ConfirmOutcome]:
         confirms = [self._publisher.publish(row.destination, row.body, **row.options()) for row in rows]
         outcomes = []

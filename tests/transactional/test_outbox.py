@@ -196,6 +196,41 @@ def run_relays(tmp_path: Path, destinations: int, rows: int, batch: int) -> tupl
 
 
 @pytest.mark.postgres
+def test_a_postgres_round_claims_whole_destinations_oldest_first_and_at_most_a_batch(tmp_path: Path) -> None:
+    # The claim is what keeps a destination's order: while one round holds a destination,
+    # another round takes none of its rows, and it claims no more destinations than its batch.
+    from ackbridge.transactional.database import Database
+    from ackbridge.transactional.outbox_rules import OutboxRules
+    from tests.transactional.conftest import make_db
+
+    app_db = make_db("postgres", tmp_path)
+    try:
+        db = app_db.connect()
+        outbox = Outbox(table=app_db.outbox)
+        outbox.create_tables(db)
+        for i in range(12):  # heads: d5 (row 0), d4, d3, d2, d1, d0
+            outbox.publish(db, f"d{5 - i % 6}", str(i).encode())
+        db.commit()
+        db.close()
+        first, second = Database(app_db.connect()), Database(app_db.connect())
+        rules = OutboxRules(first.dialect, app_db.outbox)
+        with first.transaction():
+            first.execute(first.dialect.relay_isolation)
+            held = [d for (d,) in first.execute(rules.claim_sql, (2,)).fetchall()]
+            assert held == ["d5", "d4"]
+            with second.transaction():
+                second.execute(second.dialect.relay_isolation)
+                others = [d for (d,) in second.execute(rules.claim_sql, (10,)).fetchall()]
+                assert others == ["d3", "d2", "d1", "d0"]
+                rows = second.execute(rules.take_sql, rules.take_params(10, others)).fetchall()
+                assert {row[1] for row in rows} == set(others) and len(rows) == 8
+        first.connection.close()
+        second.connection.close()
+    finally:
+        app_db.drop_all()
+
+
+@pytest.mark.postgres
 def test_several_relays_on_postgres_keep_each_destinations_order(tmp_path: Path) -> None:
     # Few destinations, rounds that take rows of all of them: without the per-destination
     # lock two relays would publish one destination's rows at once.

@@ -39,10 +39,10 @@ class AsyncRelay:
         db, rules = self._db, self._rules
         if db.dialect.shared_relays:
             async with db.transaction():
-                rows = [OutboxRow.of(r) for r in await db.fetchall(rules.take_sql, (self.batch,))]
+                rows = await self._take()
                 await self._settle(rows, await self._publish(rows), round_)
         else:
-            rows = [OutboxRow.of(r) for r in await db.fetchall(rules.take_sql, (self.batch,))]
+            rows = await self._take()
             outcomes = await self._publish(rows)
             if rows:
                 async with db.transaction():
@@ -83,6 +83,16 @@ class AsyncRelay:
         self._stop.set()
         if self._task is not None:
             await self._task
+
+    async def _take(self) -> list[OutboxRow]:
+        db, rules = self._db, self._rules
+        claimed: list[str] = []
+        if db.dialect.shared_relays:
+            await db.execute(db.dialect.relay_isolation)
+            claimed = [d for (d,) in await db.fetchall(rules.claim_sql, (self.batch,))]
+            if not claimed:
+                return []
+        return [OutboxRow.of(r) for r in await db.fetchall(rules.take_sql, rules.take_params(self.batch, claimed))]
 
     async def _publish(self, rows: list[OutboxRow]) -> list[ConfirmOutcome]:
         confirms = [await self._publisher.publish(row.destination, row.body, **row.options()) for row in rows]

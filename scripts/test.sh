@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CI=${CI:-true}
 bash scripts/setup.sh
+# Chromium for the docs layout check (tests/docs/test_docs_browser.py); a no-op when present.
+bash scripts/browser.sh
 bash scripts/brokers.sh
 export PYSPARK_PYTHON="$PWD/.venv/bin/python" PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
 # Spark binds its driver to the first non-loopback address otherwise; tests talk to loopback only.

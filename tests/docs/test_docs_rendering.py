@@ -1,6 +1,6 @@
-"""What a reader of the built site sees, checked in the HTML mkdocs writes (no
-browser is installed on these machines, so this is the equivalent of a 1280 px
-render check, not a screenshot):
+"""What a reader of the built site sees, checked in the HTML mkdocs writes (the
+layout in a real browser at 1280 px is tests/docs/test_docs_browser.py's; this
+is the fast static half):
 
 * every table of every page sits in the content column (``div[role=main]``)
   and the site's stylesheet, linked from that page, makes such tables a block

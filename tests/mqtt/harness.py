@@ -32,6 +32,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from ackbridge.testing.faults import transport_of
 from ackbridge.testing.harness import BrokerHarness, eventually, until_quiet
 from ackbridge_mqtt.sessions import DEFAULT_DEAD_LETTER_TOPIC, dead_letter_topic, derived_session_id
+from ackbridge_mqtt.wakeup_pair import close_wakeup_pair
 from tests.mqtt.tap import Tap
 
 HOST, PORT = "127.0.0.1", 1883
@@ -94,6 +95,7 @@ class RawClient:
     def close(self) -> None:
         self.client.disconnect()
         self.client.loop_stop()
+        close_wakeup_pair(self.client)
 
 
 def peek_session(session_id: str, *, quiet: float = 0.4) -> list[paho.MQTTMessage]:
@@ -217,6 +219,7 @@ class MqttHarness(BrokerHarness):
         with contextlib.suppress(Exception):
             self.observer.disconnect()
             self.observer.loop_stop()
+            close_wakeup_pair(self.observer)
         self.tap.close()
         for session in self.sessions:
             delete_session(session)

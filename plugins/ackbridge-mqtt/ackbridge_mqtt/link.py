@@ -45,6 +45,7 @@ from ackbridge_mqtt.receiving import Receiver
 from ackbridge_mqtt.requeued import RequeuedMemory
 from ackbridge_mqtt.sending import Confirms
 from ackbridge_mqtt.tls import configure_tls
+from ackbridge_mqtt.wakeup_pair import close_wakeup_pair
 
 log = logging.getLogger("ackbridge.mqtt")
 
@@ -183,6 +184,7 @@ class Link:
         self.client.disconnect()
         self.disconnected.wait(5.0)
         self.client.loop_stop()
+        close_wakeup_pair(self.client)
         self._end("closed")
 
     def _barrier(self, timeout: float) -> None:

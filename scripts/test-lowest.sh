@@ -24,7 +24,7 @@ names=$(grep -Ev '^\s*(#|$)' constraints-lowest.txt | cut -d= -f1 | tr 'A-Z_' 'a
 } >"$combined"
 VENV=.venv-lowest CONSTRAINTS="$combined" EXTRAS=test SKIP_SPARK=1 bash scripts/setup.sh
 echo "[lowest] installed: $(.venv-lowest/bin/python -m pip list --format=freeze 2>/dev/null \
-    | grep -iE '^(pluggy|typer|rich|pika|paho-mqtt|python-qpid-proton|rstream)==' | tr '\n' ' ')"
+    | grep -iE '^(pluggy|typer|rich|pika|aio-pika|paho-mqtt|python-qpid-proton|rstream)==' | tr '\n' ' ')"
 fi
 [ "$step" = prepare ] && exit 0
 set +e

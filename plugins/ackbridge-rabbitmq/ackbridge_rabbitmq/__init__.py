@@ -1,10 +1,11 @@
 """ackbridge adapter for RabbitMQ (AMQP 0-9-1), schemes ``amqp://`` and ``amqps://``.
 
-pika's SelectConnection on one I/O thread serves both faces: the plugin
-registers the sync transport only, and asyncio is served by the core's thread
-hand-off over it (``ThreadedAsyncTransport``), which measured faster than an
-aiormq transport on the caller's loop (docs/benchmarks.md, "async face").
-See docs/brokers/rabbitmq.md. The package, one job per module:
+pika's SelectConnection on one I/O thread serves both faces by default: asyncio
+through the core's thread hand-off over the sync transport
+(``ThreadedAsyncTransport``), which measured faster than aio-pika on the caller's
+loop (benchmarks/aio_pika_transport_bench.py). ``asyncio_transport=aio-pika``
+picks the transport in ``aio/`` instead: aio-pika on the caller's loop, no
+thread. See docs/brokers/rabbitmq.md. The package, one job per module:
 
 * ``plugin.py``: the pluggy hook (AdapterSpec); ``capabilities.py``: what it
   declares, per queue type; ``options.py``: its options, the resolved
@@ -20,4 +21,6 @@ See docs/brokers/rabbitmq.md. The package, one job per module:
   errors mapped to ackbridge's tree.
 * ``fastpath.py``: whether the transport may use pika's internals
   (``coalescing.py``, ``deliveries.py``, ``frames.py``) or pika's public path.
+* ``aio/``: the aio-pika asyncio transport and ``selection.py``, the class
+  registered as the async transport, which builds the one the option names.
 """

@@ -19,12 +19,18 @@ from ackbridge.transport.tls import tls_context
 from ackbridge.urls import BrokerURL
 
 QUEUE_TYPES = ("classic", "quorum")
+#: The asyncio transports of connect_async (docs/brokers/rabbitmq.md, "asyncio transports").
+THREADED, AIO_PIKA = "threaded", "aio-pika"
+ASYNCIO_TRANSPORTS = (THREADED, AIO_PIKA)
 
 OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("queue_type", str, "classic", "type of queues declare_queue() creates (classic|quorum)",
                lambda v: v in QUEUE_TYPES, "must be 'classic' or 'quorum'"),
     positive_int("delivery_limit", None, "quorum queues: x-delivery-limit (broker-side poison limit)",
                  nullable=True),
+    OptionSpec("asyncio_transport", str, THREADED,
+               "connect_async(): pika on an I/O thread (threaded) or aio-pika on the caller's loop (aio-pika)",
+               lambda v: v in ASYNCIO_TRANSPORTS, "must be 'threaded' or 'aio-pika'"),
 )
 
 _DEFAULTS = {spec.name: spec.default for spec in OPTIONS}
@@ -36,6 +42,7 @@ class RabbitSettings:
 
     queue_type: str
     delivery_limit: int | None
+    asyncio_transport: str = THREADED
 
     @property
     def quorum(self) -> bool:
@@ -45,7 +52,8 @@ class RabbitSettings:
     def from_options(cls, options: Mapping[str, Any]) -> RabbitSettings:
         """Read them from a transport's resolved options (defaults where absent)."""
         return cls(queue_type=str(options.get("queue_type", _DEFAULTS["queue_type"])),
-                   delivery_limit=options.get("delivery_limit", _DEFAULTS["delivery_limit"]))
+                   delivery_limit=options.get("delivery_limit", _DEFAULTS["delivery_limit"]),
+                   asyncio_transport=str(options.get("asyncio_transport", _DEFAULTS["asyncio_transport"])))
 
 
 # ---- connection parameters ------------------------------------------------------

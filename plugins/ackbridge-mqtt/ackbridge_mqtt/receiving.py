@@ -54,6 +54,8 @@ class Receiver:
         self._requeued = requeued
         self._url = url
         self._consumer = role == "consumer"
+        #: The publisher link's clean session, where the reply inbox is subscribed.
+        self._reply_inbox = role == "publisher"
         self._subscription = subscription
         self._source = source
         self._v5 = settings.v5
@@ -98,11 +100,14 @@ class Receiver:
                 # paho's thread wait while an application thread writes a PUBACK.
                 self.qos_of[msg.mid] = msg.qos
             self._events.deliver(self._subscription, inbound)
-        else:
+        elif self._reply_inbox:
             # Reply inbox: replies are fire-and-forget, acknowledge on receipt.
             self._events.reply(inbound)
             if msg.qos > 0:
                 self._client.ack(msg.mid, msg.qos)
+        # Else a short look at a persistent session (inspect, declare): the broker hands it what
+        # the session holds, and a PUBACK here would lose it. Unacknowledged, it stays in the
+        # session and comes back to the session's next consumer (a redelivery).
 
     # ---- settlement (lock held) ---------------------------------------------------------
     def settle(self, ops: Sequence[WireSettle]) -> None:

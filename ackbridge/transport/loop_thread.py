@@ -51,6 +51,7 @@ class LoopThread:
 
     def __init__(self, name: str, *, start: bool = True) -> None:
         self.loop = asyncio.new_event_loop()
+        self._close_when_stopped = False
         self.thread = threading.Thread(target=self._run_forever, name=name, daemon=True)
         if start:
             self.thread.start()
@@ -60,7 +61,14 @@ class LoopThread:
 
     def _run_forever(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+        try:
+            self.loop.run_forever()
+        finally:
+            # Closed here, by the thread that ran it, when stop() could not: stop() called from
+            # the loop itself, or a join that timed out. A loop left open holds its selector's
+            # socket pair until a garbage collection finds it (a ResourceWarning then).
+            if self._close_when_stopped and not self.loop.is_closed():
+                self.loop.close()
 
     def on_loop(self) -> bool:
         """True when called from the loop's own thread (where waiting for it would deadlock)."""
@@ -80,12 +88,16 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def stop(self, timeout: float = 5.0, *, close: bool = True) -> None:
-        """Stop the loop and, unless called from it, join its thread (and close the
-        loop once the thread ended, with *close*). Stopping twice is harmless."""
+        """Stop the loop and, unless called from it, join its thread. With *close*, the
+        loop is closed once stopped: here after the join, or by its own thread when
+        called from the loop or when the join timed out. Stopping twice is harmless."""
         if self.loop.is_closed():
             return
+        self._close_when_stopped = close
         if self.thread.is_alive():
-            self.loop.call_soon_threadsafe(self.loop.stop)
+            # One more turn before stopping: a transport closed in the current turn finishes
+            # closing its socket in the next one (a loop stopped first leaves it open).
+            self.loop.call_soon_threadsafe(self.loop.call_soon, self.loop.stop)
         if self.thread.ident is None:  # never started (an open that failed early)
             if close:
                 self.loop.close()

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         PluginError,
         SettlementError,
         StaleDeliveryError,
+        SubscriptionCancelledError,
         UnknownSchemeError,
         UnsupportedVerbError,
     )
@@ -86,6 +87,7 @@ __all__ = [
     "SettlementError",
     "StaleDeliveryError",
     "State",
+    "SubscriptionCancelledError",
     "Support",
     "Topology",
     "UnknownSchemeError",
@@ -140,6 +142,7 @@ _EXPORTS: dict[str, str] = {
     "QueueInfo": "ackbridge.messages",
     "SettlementError": "ackbridge.errors",
     "StaleDeliveryError": "ackbridge.errors",
+    "SubscriptionCancelledError": "ackbridge.errors",
     "State": "ackbridge.kernel.settlement",
     "Support": "ackbridge.capabilities",
     "Topology": "ackbridge.capabilities",

@@ -25,6 +25,8 @@ rendered through :func:`ackbridge.urls.redact`.
     ├── ConnectionLostError           recoverable: reconnect and retry
     │   └── BrokerUnreachableError    recoverable: nothing answers at host:port
     ├── BrokerError                   the broker closed a channel/link (code)
+    │   └── SubscriptionCancelledError  the broker ended a consumer's subscription
+    │                                 (its queue was deleted); not recoverable
     ├── DataLossError                 a gap in a producer's sequence (on_gap="raise")
     ├── HandlerTimeoutError           a handler ran past the pipeline's timeout
     └── MissingMessageIdError         the inbox cannot name a delivery: no message
@@ -137,6 +139,22 @@ class BrokerError(AckbridgeError):
     def __init__(self, message: str, code: int | None = None) -> None:
         self.code = code
         super().__init__(f"{message} (code {code})" if code is not None else message)
+
+
+class SubscriptionCancelledError(BrokerError):
+    """The broker ended a consumer's subscription on its own, e.g. because its queue
+    was deleted (RabbitMQ's ``basic.cancel``).
+
+    The rule: deliveries handed out before the cancel stay settle-able (their
+    connection generation is still live); those already received are handed out
+    first, then every ``get()`` or iteration of that consumer raises this error,
+    naming the source. Reconnecting does not help (the queue is gone): declare the
+    queue and consume again. Other consumers on the connection go on.
+    """
+
+    def __init__(self, source: str, detail: str) -> None:
+        self.source = source
+        super().__init__(f"the broker cancelled the subscription to {source!r}: {detail}")
 
 
 class DataLossError(AckbridgeError):

@@ -78,8 +78,8 @@ class LoopEvents:
     def confirm_batch(self, outcomes: Sequence[tuple[int, ConfirmOutcome]]) -> None:
         self._hop(self._router.confirm_batch, list(outcomes))
 
-    def failed(self, error: AckbridgeError) -> None:
-        self._hop(self._router.failed, error)
+    def failed(self, error: AckbridgeError, subscription: str | None = None) -> None:
+        self._hop(self._router.failed, error, subscription)
 
     def generation_ended(self, generation: int, reason: str) -> None:
         self._hop(self._router.generation_ended, generation, reason)

@@ -34,6 +34,8 @@ app = typer.Typer(help="ackbridge: one acknowledgement model for every broker.",
                   pretty_exceptions_enable=False, rich_markup_mode=None)
 
 DEFAULT_DEMO_URL = "local://.ackbridge/demo.db"
+#: ``consume`` stopped by a second SIGTERM/SIGINT (the shell's 128 + SIGINT): the summary it printed is partial.
+EXIT_FORCED = 130
 URL_HELP = "broker URL, e.g. amqp://guest:guest@127.0.0.1/ (default: $ACKBRIDGE_URL)"
 UrlArg = Annotated[str, typer.Argument(help=URL_HELP, envvar="ACKBRIDGE_URL", show_envvar=True, metavar="URL")]
 QueueOpt = Annotated[str, typer.Option("--queue", "-q", help="queue / topic / address")]
@@ -201,7 +203,8 @@ def consume(
 
     SIGTERM or SIGINT drains: nothing more is taken, the delivery in hand is settled,
     the prefetched rest goes back to the broker unsettled (never acked or
-    dead-lettered), and the summary is printed (exit 0). A second signal stops at once."""
+    dead-lettered), and the summary is printed (exit 0). A second signal stops at once and
+    still prints the summary of what was counted so far, with "forced" (exit 130)."""
     tally = Tally()
     stopping = None
     server = None
@@ -224,11 +227,17 @@ def consume(
             server.close()
     counts: dict[str, Any] = {"received": tally.received, "settled": tally.settled, "redelivered": tally.redelivered,
                               "duplicates": tally.duplicates}
-    if stopping is not None and stopping.result is not None:
-        result = stopping.result
-        counts.update({"stopped_by": stopping.signal_name, "handed_back": result.handed_back,
-                       "abandoned": result.abandoned})
+    interrupted = stopping is not None and stopping.signal_name is not None
+    counts["interrupted"] = interrupted
+    if stopping is not None and interrupted:
+        counts["stopped_by"] = stopping.signal_name
+        if stopping.result is not None:
+            counts.update({"handed_back": stopping.result.handed_back, "abandoned": stopping.result.abandoned})
+        if stopping.forced:
+            counts["forced"] = True
     summary(counts, f"consume from {queue!r} ({mode.value})", as_json=as_json)
+    if stopping is not None and stopping.forced:
+        raise typer.Exit(EXIT_FORCED)
 
 
 def roundtrip_demo(

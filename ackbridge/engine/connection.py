@@ -75,7 +75,12 @@ class EventRouter:
         if run:
             owner._resolved_batch(run)
 
-    def failed(self, error: AckbridgeError) -> None:
+    def failed(self, error: AckbridgeError, subscription: str | None = None) -> None:
+        if subscription is not None:
+            consumer = self._consumers.get(subscription)
+            if consumer is not None:
+                consumer._on_failure(error)
+            return
         for consumer in list(self._consumers.values()):
             consumer._on_failure(error)
 

@@ -93,9 +93,11 @@ class TransportEvents(Protocol):
 
     def reply(self, message: InboundMessage) -> None: ...
 
-    def failed(self, error: AckbridgeError) -> None:
+    def failed(self, error: AckbridgeError, subscription: str | None = None) -> None:
         """The connection cannot go on (e.g. the embedded broker's file is damaged):
-        consumers waiting for deliveries raise *error* instead of waiting forever."""
+        consumers waiting for deliveries raise *error* instead of waiting forever.
+        With *subscription*, only that one cannot go on (e.g. the broker cancelled
+        it because its queue was deleted): only its consumer raises *error*."""
         ...
 
 

@@ -6,6 +6,14 @@ broker closes one subscription channel (e.g. consumer_timeout) every
 subscription channel is reopened on a new generation, so all live deliveries
 share one generation and the core's "generation ended" rule stays exact.
 
+When the broker cancels a subscription (``basic.cancel``: its queue was
+deleted; RabbitMQ sends it since pika announces ``consumer_cancel_notify``),
+that subscription alone fails: its consumer raises
+:class:`~ackbridge.errors.SubscriptionCancelledError` once the deliveries it
+already received are taken, and one WARNING is logged. Its channel stays open
+and its generation live, so those deliveries stay settle-able; it is not
+subscribed again after a reconnect (the queue is gone).
+
 Settlements are handed to the I/O thread without waiting (as publishes are);
 the race with a connection loss is decided there, where every op of a batch is
 checked before any is sent. Whether an op's generation is still live is the
@@ -27,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import pika.exceptions as pe
 from pika.channel import Channel
 
-from ackbridge.errors import ConnectionLostError, StaleDeliveryError
+from ackbridge.errors import ConnectionLostError, StaleDeliveryError, SubscriptionCancelledError
 from ackbridge.kernel.generations import check_ops
 from ackbridge.messages import WireSettle, WireVerb
 from ackbridge_rabbitmq.codec import inbound
@@ -58,10 +66,19 @@ def consumer_timeout_text(reason: BaseException) -> str | None:
             f"{reason.reply_code} {reason.reply_text}")
 
 
+def cancelled_by_broker(source: str) -> SubscriptionCancelledError:
+    """The error (and WARNING) for a subscription to *source* the broker cancelled; both transports."""
+    error = SubscriptionCancelledError(
+        source, "the broker sent basic.cancel (the queue was deleted, or its node went away); deliveries already "
+                "received can still be settled, nothing more will arrive: declare the queue and consume again")
+    log.warning("ackbridge-rabbitmq: %s", error)
+    return error
+
+
 class _Sub:
     """One subscription: its own channel, so its delivery tags are its own."""
 
-    __slots__ = ("active", "channel", "generation", "name", "opening", "prefetch", "source")
+    __slots__ = ("active", "cancelled", "channel", "generation", "name", "opening", "prefetch", "source")
 
     def __init__(self, name: str, source: str, prefetch: int) -> None:
         self.name = name
@@ -70,6 +87,8 @@ class _Sub:
         self.channel: Channel | None = None
         self.generation = 0
         self.active = False
+        #: The broker cancelled it (basic.cancel): never subscribed again.
+        self.cancelled = False
         self.opening: Fut[None] | None = None
 
 
@@ -140,7 +159,8 @@ class Subscriptions:
     def reopen_all(self) -> None:
         """After a (re)connect: open every subscription's channel again."""
         for sub in list(self._subs.values()):
-            self._open(sub, None)
+            if not sub.cancelled:
+                self._open(sub, None)
 
     def connection_lost(self) -> None:
         for sub in self._subs.values():
@@ -161,6 +181,7 @@ class Subscriptions:
             sub.channel = ch
             sub.generation = gen
             ch.add_on_close_callback(lambda c, reason: self._on_closed(sub, c, reason))
+            ch.add_on_cancel_callback(lambda _frame: self._on_cancelled(sub, ch))
             ch.basic_qos(prefetch_count=sub.prefetch, callback=lambda _f: consume(ch))
 
         def consume(ch: Channel) -> None:
@@ -182,6 +203,14 @@ class Subscriptions:
                       quorum=self._quorum)
         deliver = self._link.events.deliver
         emit(lambda: deliver(sub.name, msg))
+
+    def _on_cancelled(self, sub: _Sub, ch: Channel) -> None:
+        if sub.channel is not ch or self._subs.get(sub.name) is not sub:
+            return  # a channel being replaced, or a subscription already ended
+        sub.cancelled = True
+        error = cancelled_by_broker(sub.source)
+        failed = self._link.events.failed
+        emit(lambda: failed(error, sub.name))
 
     def _on_closed(self, sub: _Sub, ch: Channel, reason: BaseException) -> None:
         if sub.opening is not None and not sub.opening.done():

@@ -7,7 +7,10 @@ channel (e.g. consumer_timeout) every subscription channel is reopened on a new
 generation, so all live deliveries share one generation. Whether an op's
 generation is live is decided by the core's guard (``check_ops``): every op of
 a batch is checked before any is written, all on the loop, so nothing stale
-reaches the wire.
+reaches the wire. A subscription the broker cancels (``basic.cancel``: its queue
+was deleted) fails alone, as in the pika transport: its consumer raises
+:class:`~ackbridge.errors.SubscriptionCancelledError` after the deliveries it
+already holds, which stay settle-able; it is not subscribed again.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import aiormq.exceptions as ae
 from aio_pika.abc import AbstractChannel, AbstractConnection
 from aiormq.abc import AbstractChannel as WireChannel
 from aiormq.abc import DeliveredMessage
+from pamqp import commands as spec
 
 from ackbridge.kernel.generations import check_ops
 from ackbridge.messages import WireSettle, WireVerb
@@ -27,7 +31,7 @@ from ackbridge.transport import TransportEvents
 from ackbridge_rabbitmq.aio.codec import inbound
 from ackbridge_rabbitmq.aio.errors import channel_error, describe, is_broker_channel_close, reply_code, reply_text
 from ackbridge_rabbitmq.aio.link import Link
-from ackbridge_rabbitmq.receiving import CONSUMER_TIMEOUT_TEXT
+from ackbridge_rabbitmq.receiving import CONSUMER_TIMEOUT_TEXT, cancelled_by_broker
 
 log = logging.getLogger("ackbridge.rabbitmq")
 
@@ -35,7 +39,7 @@ log = logging.getLogger("ackbridge.rabbitmq")
 class _Sub:
     """One subscription: its own channel, so its delivery tags are its own."""
 
-    __slots__ = ("active", "channel", "generation", "name", "prefetch", "source", "wire")
+    __slots__ = ("active", "cancelled", "channel", "generation", "name", "prefetch", "source", "wire")
 
     def __init__(self, name: str, source: str, prefetch: int) -> None:
         self.name = name
@@ -45,6 +49,8 @@ class _Sub:
         self.wire: WireChannel | None = None
         self.generation = 0
         self.active = False
+        #: The broker cancelled it (basic.cancel): never subscribed again.
+        self.cancelled = False
 
 
 class Subscriptions:
@@ -78,6 +84,8 @@ class Subscriptions:
     async def reopen_all(self, connection: AbstractConnection) -> None:
         """After a (re)connect or a recycle: open every subscription's channel again."""
         for sub in list(self.subs.values()):
+            if sub.cancelled:
+                continue
             try:
                 await self._open(sub, connection)
             except Exception as exc:
@@ -102,6 +110,13 @@ class Subscriptions:
                 return  # a channel being replaced: closing it requeues this delivery
             events.deliver(sub.name, inbound(message, generation=sub.generation, source=sub.source, quorum=quorum))
 
+        def on_cancel(_frame: spec.Basic.Cancel) -> None:
+            if sub.wire is not wire or self.subs.get(sub.name) is not sub:
+                return  # a channel being replaced, or a subscription already ended
+            sub.cancelled = True
+            events.failed(cancelled_by_broker(sub.source), sub.name)
+
+        wire.on_consumer_cancel_callbacks.add(on_cancel)
         await wire.basic_consume(sub.source, on_message, no_ack=False)
         sub.active = True
 

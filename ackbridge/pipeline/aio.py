@@ -62,23 +62,30 @@ class Pipeline:
             await self.connection.declare_queue(name)
             self._consumers.append(await self.connection.consume(name, handler=self._pump, prefetch=1))
 
-        async def run(delivery: AsyncDelivery) -> None:
-            await self.handle(delivery, handler)
-
-        main = await self.connection.consume(self.queue, handler=run, **options)
+        # A lambda handing over handle()'s coroutine, not a coroutine awaiting it: one
+        # coroutine less per delivery (the consumer awaits what its handler returns).
+        main = await self.connection.consume(self.queue, handler=lambda d: self.handle(d, handler), **options)
         self._consumers.append(main)
         return main
 
     async def handle(self, delivery: AsyncDelivery, handler: Handler) -> None:
         """See :meth:`ackbridge.pipeline.sync.Pipeline.handle`."""
-        state = h.RetryState.read(delivery.headers)
-        if self._finished.finished(delivery.message_id, state.attempt):
-            self.report.duplicate(delivery.message_id, state.attempt)
+        headers = delivery.headers
+        attempt = h.attempt_of(headers) if h.ATTEMPT in headers else 1
+        message_id = delivery.message_id
+        if self._finished.finished(message_id, attempt):
+            self.report.duplicate(message_id, attempt)
             await delivery.ack()
             return
-        self.report.attempt(state.attempt)
+        if self.report.recording:
+            self.report.attempt(attempt)
         try:
-            await self._guarded(delivery, handler)
+            if self.breaker is None and self.throttle is None and self.timeout is None:
+                result = handler(delivery)  # no stage set: skip their frames (see the sync twin)
+                if inspect.isawaitable(result):
+                    await result
+            else:
+                await self._guarded(delivery, handler)
         except Exception as exc:
             if delivery.settled or delivery.stale:
                 log.warning("ackbridge.pipeline: the handler of %r raised %s after settling its delivery "
@@ -88,7 +95,7 @@ class Pipeline:
             return
         if not delivery.settled and not delivery.stale:
             # Finished before the ack goes: if the ack is lost, the redelivery is recognised.
-            self._finished.finish(delivery.message_id, state.attempt)
+            self._finished.finish(message_id, attempt)
             await delivery.ack()
 
     async def close(self) -> None:

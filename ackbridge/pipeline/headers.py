@@ -75,6 +75,19 @@ def seconds_until(due: object, now: float) -> float:
         return 0.0  # not ours, or mangled: move it now rather than hold it
 
 
+def attempt_of(headers: Mapping[str, Any]) -> int:
+    """The attempt a delivery with *headers* is (1: never retried, or another producer's
+    unreadable header: counting starts here). Alone, for the per-delivery path: a
+    delivery that does not fail needs nothing else from the header set."""
+    raw = headers.get(ATTEMPT)
+    if raw is None:
+        return 1
+    try:
+        return max(1, int(raw))
+    except (TypeError, ValueError):
+        return 1
+
+
 @dataclass(frozen=True)
 class RetryState:
     """What a delivery's headers say about its earlier attempts."""
@@ -87,11 +100,7 @@ class RetryState:
     @classmethod
     def read(cls, headers: Mapping[str, Any]) -> RetryState:
         """The state in *headers* (a message never retried: attempt 1, nothing else)."""
-        raw = headers.get(ATTEMPT)
-        try:
-            attempt = max(1, int(raw)) if raw is not None else 1
-        except (TypeError, ValueError):
-            attempt = 1  # another producer's header: start counting here
+        attempt = attempt_of(headers)
         queue, first, ident = headers.get(ORIGINAL_QUEUE), headers.get(FIRST_FAILURE), headers.get(ORIGINAL_ID)
         return cls(attempt, queue if isinstance(queue, str) else None, first if isinstance(first, str) else None,
                    ident if isinstance(ident, str) else None)

@@ -17,7 +17,7 @@ log = logging.getLogger("ackbridge.pipeline")
 class Report:
     """The logs and metrics of one pipeline (one queue)."""
 
-    __slots__ = ("_base", "_circuit", "_instruments", "broker", "queue")
+    __slots__ = ("_base", "_circuit", "_instruments", "broker", "queue", "recording")
 
     def __init__(self, broker: str, queue: str) -> None:
         self.broker = broker
@@ -27,6 +27,8 @@ class Report:
         # Resolved once, as a connection's observer is: with recording off, each
         # recording point costs one ``is None`` check per message.
         self._instruments = instruments_in_use()
+        #: Metrics are recorded: the per-delivery path asks this before calling attempt().
+        self.recording = self._instruments is not None
 
     def _add(self, counter: str, **attributes: Any) -> None:
         if self._instruments is not None:

@@ -39,12 +39,14 @@ if [ "$#" -gt 0 ]; then
     exit 0
 fi
 # Most tests wait on brokers and subprocesses (a run keeps the two CPUs about a quarter busy):
-# three workers on two cores (one test file each at a time, so a file's module fixtures stay on
-# one worker). No test asserts a wall-clock bound, so the extra load changes how long a test
-# waits, not whether it passes. Tests that stop a broker other tests share run alone afterwards.
+# three workers on two cores. --longest-first (tests/scheduling.py) makes each test file one unit of work (its
+# module fixtures stay on one worker), splits the files of long SIGKILL tests, and starts the
+# longest units first (tests/durations.json). No test asserts a wall-clock bound, so the extra
+# load changes how long a test waits, not whether it passes. Tests that stop a broker other
+# tests share run alone afterwards.
 workers=${PYTEST_WORKERS:-3}
 stamp "pytest, $workers workers"
-run_pytest -n "$workers" --dist loadfile -m "not stops_shared_broker and not runs_alone"
+run_pytest -n "$workers" --longest-first -m "not stops_shared_broker and not runs_alone"
 # Meanwhile the serial tests below wait on broker restarts: the fast tier on the lowest
 # supported versions (no broker, no Spark) installs and runs beside them. Not during the
 # parallel run: an editable install writes egg-info that the packaging test builds from.

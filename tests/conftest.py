@@ -22,3 +22,18 @@ def require_port(port: int, what: str, host: str = "127.0.0.1") -> None:
     if IN_CI:
         pytest.fail(message + " -- CI needs it; see README for how to start it")
     pytest.skip(message + " (set CI=true to make this a failure)")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--longest-first", action="store_true",
+                     help="with -n: one unit of work per test file (split where tests/scheduling.py says), "
+                          "the longest units first (tests/durations.json)")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    if not config.getoption("longest_first"):
+        return None  # xdist's own, as --dist says
+    from tests.scheduling import LongestFirst
+
+    config.option.loadscopereorder = False  # the order is LongestFirst's, not "most tests first"
+    return LongestFirst(config, log)

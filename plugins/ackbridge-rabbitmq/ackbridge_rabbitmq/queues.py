@@ -7,9 +7,11 @@ before anything is queued.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from ackbridge.errors import InvalidOptionError
+from ackbridge.capabilities import CANNOT_TELL, DeadLetter, DeadLetterTarget
+from ackbridge.errors import AckbridgeError, BrokerError, InvalidOptionError
 from ackbridge_rabbitmq.options import RabbitSettings
 
 
@@ -64,3 +66,32 @@ def queue_arguments(queue: str, settings: RabbitSettings, *, dead_letter: bool) 
 
 def dead_letter_queue_arguments(settings: RabbitSettings) -> dict[str, Any]:
     return {"x-queue-type": "quorum"} if settings.quorum else {}
+
+
+# ---- where a rejected message goes (one rule for the pika and the aio-pika transports) ----
+# AMQP 0-9-1 cannot read a queue's arguments or policies, so the answer comes from what
+# ackbridge made: the queue as this connection declared it, else whether its companion
+# QUEUE.dlq exists (passive declares of the queue, then the companion).
+def dead_letter_by_declare(source: str, declared: bool | None) -> DeadLetterTarget | None:
+    """What this connection's own declare of *source* says; None when it did not declare
+    it (then the broker is asked, and :func:`dead_letter_by_lookup` reads the answer)."""
+    dlx, dlq = dead_letter_names(source)
+    if declared is False:
+        return DeadLetterTarget(DeadLetter.NONE, "this connection declared it with dead_letter=False; only a "
+                                "policy could give it a dead-letter exchange")
+    if declared:
+        return DeadLetterTarget(DeadLetter.KNOWN, f"{dlq!r} through exchange {dlx!r}")
+    return None
+
+
+def dead_letter_by_lookup(source: str, seen: Sequence[str], error: AckbridgeError | None) -> DeadLetterTarget:
+    """The answer of the passive declares: *seen* the names found, *error* how the lookup
+    failed (None: the queue and its companion both exist)."""
+    _, dlq = dead_letter_names(source)
+    if error is None:
+        return DeadLetterTarget(DeadLetter.KNOWN, f"{dlq!r} (the companion ackbridge declares)")
+    if isinstance(error, BrokerError) and error.code == 404 and list(seen) == [source]:
+        return DeadLetterTarget(DeadLetter.NONE, f"it has no dead-letter companion {dlq!r}; a dead-letter "
+                                "exchange its declarer or a policy set, which AMQP 0-9-1 cannot read, would "
+                                "still apply")
+    return CANNOT_TELL

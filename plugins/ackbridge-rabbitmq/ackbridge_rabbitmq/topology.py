@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pika.channel import Channel
 
-from ackbridge.capabilities import CANNOT_TELL, DeadLetter, DeadLetterTarget
+from ackbridge.capabilities import CANNOT_TELL, DeadLetterTarget
 from ackbridge.errors import AckbridgeError, BrokerError
 from ackbridge.messages import QueueInfo
 from ackbridge_rabbitmq import queues
@@ -93,13 +93,10 @@ class QueueAdmin:
         if self._link.io.on_io():
             return CANNOT_TELL  # it would wait for this very thread
         queues.check_queue_name(source)
-        dlx, dlq = queues.dead_letter_names(source)
-        declared = self._declared.get(source)
-        if declared is False:
-            return DeadLetterTarget(DeadLetter.NONE, "this connection declared it with dead_letter=False; only a "
-                                    "policy could give it a dead-letter exchange")
-        if declared:
-            return DeadLetterTarget(DeadLetter.KNOWN, f"{dlq!r} through exchange {dlx!r}")
+        known = queues.dead_letter_by_declare(source, self._declared.get(source))
+        if known is not None:
+            return known
+        _, dlq = queues.dead_letter_names(source)
         seen: list[str] = []
 
         def passive(name: str) -> _Step:
@@ -113,15 +110,9 @@ class QueueAdmin:
 
         try:
             self._run(f"look for the dead-letter companion of {source!r}", [passive(source), passive(dlq)])
-        except BrokerError as exc:
-            if exc.code == 404 and seen == [source]:
-                return DeadLetterTarget(DeadLetter.NONE, f"it has no dead-letter companion {dlq!r}; a "
-                                        "dead-letter exchange its declarer or a policy set, which AMQP 0-9-1 "
-                                        "cannot read, would still apply")
-            return CANNOT_TELL
-        except AckbridgeError:
-            return CANNOT_TELL
-        return DeadLetterTarget(DeadLetter.KNOWN, f"{dlq!r} (the companion ackbridge declares)")
+        except AckbridgeError as exc:
+            return queues.dead_letter_by_lookup(source, seen, exc)
+        return queues.dead_letter_by_lookup(source, seen, None)
 
     def _passive_declare(self, name: str) -> tuple[int, int]:
         """(ready messages, consumers) of *name*; BrokerError (404) when it does not exist."""

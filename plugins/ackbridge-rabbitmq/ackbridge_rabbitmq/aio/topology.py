@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from aiormq.abc import AbstractChannel as WireChannel
 
-from ackbridge.capabilities import CANNOT_TELL, DeadLetter, DeadLetterTarget
+from ackbridge.capabilities import DeadLetterTarget
 from ackbridge.errors import AckbridgeError, BrokerError
 from ackbridge.messages import QueueInfo
 from ackbridge_rabbitmq import queues
@@ -80,13 +80,10 @@ class QueueAdmin:
     async def dead_letter_target(self, source: str) -> DeadLetterTarget:
         """As the pika transport answers (``topology.QueueAdmin.dead_letter_target``)."""
         queues.check_queue_name(source)
-        dlx, dlq = queues.dead_letter_names(source)
-        declared = self._declared.get(source)
-        if declared is False:
-            return DeadLetterTarget(DeadLetter.NONE, "this connection declared it with dead_letter=False; only a "
-                                    "policy could give it a dead-letter exchange")
-        if declared:
-            return DeadLetterTarget(DeadLetter.KNOWN, f"{dlq!r} through exchange {dlx!r}")
+        known = queues.dead_letter_by_declare(source, self._declared.get(source))
+        if known is not None:
+            return known
+        _, dlq = queues.dead_letter_names(source)
         seen: list[str] = []
 
         def passive(name: str) -> _Step:
@@ -97,15 +94,9 @@ class QueueAdmin:
 
         try:
             await self._run(f"look for the dead-letter companion of {source!r}", [passive(source), passive(dlq)])
-        except BrokerError as exc:
-            if exc.code == 404 and seen == [source]:
-                return DeadLetterTarget(DeadLetter.NONE, f"it has no dead-letter companion {dlq!r}; a "
-                                        "dead-letter exchange its declarer or a policy set, which AMQP 0-9-1 "
-                                        "cannot read, would still apply")
-            return CANNOT_TELL
-        except AckbridgeError:
-            return CANNOT_TELL
-        return DeadLetterTarget(DeadLetter.KNOWN, f"{dlq!r} (the companion ackbridge declares)")
+        except AckbridgeError as exc:
+            return queues.dead_letter_by_lookup(source, seen, exc)
+        return queues.dead_letter_by_lookup(source, seen, None)
 
     async def _passive_declare(self, name: str) -> tuple[int, int]:
         """(ready messages, consumers) of *name*; BrokerError (404) when it does not exist."""

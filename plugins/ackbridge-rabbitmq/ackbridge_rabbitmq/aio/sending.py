@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -57,9 +58,16 @@ def outcome_of(answer: asyncio.Future[Any]) -> ConfirmOutcome:
                        f"(exchange {frame.exchange!r}, routing key {frame.routing_key!r})")
     if isinstance(exc, ae.DeliveryError):
         return refused("the broker nacked the publish (Basic.Nack: internal error)")
-    if isinstance(exc, (ae.AMQPError, ConnectionError, OSError, asyncio.CancelledError)):
-        return unknown(f"publish channel gone before the confirm ({describe(exc)})")
-    return encode_refusal(exc)
+    if isinstance(exc, ENCODING_ERRORS):
+        return encode_refusal(exc)  # the public path's task encodes: refused before it was sent
+    # A channel or connection gone, or what else aiormq fails a pending confirm with (7.2.4's
+    # FutureStore.reject_all(None) uses a bare Exception): the broker may hold it. Unknown,
+    # never refused: a refusal is final, and an unknown is sent again under its id.
+    return unknown(f"publish channel gone before the confirm ({describe(exc)})")
+
+
+#: What pamqp raises when a message cannot be encoded (it was never sent).
+ENCODING_ERRORS = (TypeError, ValueError, struct.error, UnicodeError, OverflowError)
 
 
 def encode_refusal(exc: BaseException) -> ConfirmOutcome:

@@ -78,7 +78,7 @@ def test_every_shipped_plugin_declares_its_system_and_client_loggers() -> None:
     from ackbridge.plugins import registry
 
     declared = {spec.name: (spec.messaging_system, spec.client_loggers) for spec in registry().specs()}
-    assert declared["rabbitmq"] == ("rabbitmq", ("pika",))
+    assert declared["rabbitmq"] == ("rabbitmq", ("pika", "aio_pika", "aiormq"))
     assert declared["mqtt"] == ("mqtt", ("paho", "paho.mqtt"))
     assert declared["amqp10"] == ("amqp", ("proton",))
     assert declared["nats"] == ("nats", ("nats",))

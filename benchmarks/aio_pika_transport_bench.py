@@ -19,15 +19,12 @@ import argparse
 import asyncio
 import logging
 import statistics
-import time
 import uuid
 
 import aio_pika
 import rabbitmq_bench as rb
-from async_face_bench import aio_pika_consume, aio_pika_publish
+from async_face_bench import aio_pika_consume, aio_pika_publish, async_consume, async_publish
 from paired import paired_line
-
-from ackbridge.connect import connect_async
 
 URL = rb.URL
 BODY = rb.BODY
@@ -37,33 +34,11 @@ TRANSPORT = {"ab aio-pika": "aio-pika", "ab threaded": "threaded"}
 
 
 async def ab_publish(queue: str, n: int, transport: str) -> float:
-    conn = await connect_async(URL, asyncio_transport=transport)
-    try:
-        publisher = conn.publisher(window=WINDOW)
-        t0 = time.perf_counter()
-        for _ in range(n):
-            await publisher.publish(queue, BODY)
-        assert await publisher.flush(timeout=300)
-        return n / (time.perf_counter() - t0)
-    finally:
-        await conn.close()
+    return await async_publish(queue, n, WINDOW, asyncio_transport=transport)
 
 
 async def ab_consume(queue: str, n: int, transport: str) -> float:
-    conn = await connect_async(URL, asyncio_transport=transport)
-    try:
-        consumer = await conn.consume(queue, prefetch=PREFETCH, conflate_count=EVERY, conflate_ms=50)
-        t0 = time.perf_counter()
-        for _ in range(n):
-            delivery = await consumer.get(timeout=10)
-            assert delivery is not None
-            await delivery.ack()
-        await consumer.flush()
-        elapsed = time.perf_counter() - t0
-        await consumer.close()
-        return n / elapsed
-    finally:
-        await conn.close()
+    return await async_consume(queue, n, PREFETCH, EVERY, asyncio_transport=transport)
 
 
 def run_side(side: str, kind: str, queue: str, n: int) -> float:

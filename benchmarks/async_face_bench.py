@@ -16,6 +16,7 @@ import asyncio
 import statistics
 import time
 import uuid
+from typing import Any
 
 import aio_pika
 import rabbitmq_bench as rb
@@ -26,8 +27,8 @@ URL = rb.URL
 BODY = rb.BODY
 
 
-async def async_publish(queue: str, n: int, window: int) -> float:
-    conn = await connect_async(URL)
+async def async_publish(queue: str, n: int, window: int, **connect_options: Any) -> float:
+    conn = await connect_async(URL, **connect_options)
     try:
         publisher = conn.publisher(window=window)
         t0 = time.perf_counter()
@@ -39,8 +40,8 @@ async def async_publish(queue: str, n: int, window: int) -> float:
         await conn.close()
 
 
-async def async_consume(queue: str, n: int, prefetch: int, every: int) -> float:
-    conn = await connect_async(URL)
+async def async_consume(queue: str, n: int, prefetch: int, every: int, **connect_options: Any) -> float:
+    conn = await connect_async(URL, **connect_options)
     try:
         consumer = await conn.consume(queue, prefetch=prefetch, conflate_count=every, conflate_ms=50)
         t0 = time.perf_counter()

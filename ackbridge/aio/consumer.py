@@ -16,7 +16,7 @@ from ackbridge.engine import handles
 from ackbridge.engine.consumer import HANDLER_OWNS, ConsumerBase, DeliveryBase, settle_failed
 from ackbridge.engine.draining import Drain, DrainResult, report
 from ackbridge.engine.leases import extended
-from ackbridge.errors import AckbridgeError, ConfigurationError
+from ackbridge.errors import AckbridgeError, ConfigurationError, StaleDeliveryError
 from ackbridge.kernel.guaranteed import ConsumerGuard
 from ackbridge.kernel.interruptions import DRAIN_S, interrupted
 from ackbridge.kernel.settlement import BatchResult, Ledger
@@ -234,7 +234,12 @@ class AsyncConsumer(ConsumerBase, contract.AsyncConsumer):
     async def _settle(self, delivery: AsyncDelivery, verb: WireVerb) -> None:
         # Decide and send under one lock: cumulative acks must reach the wire in order.
         async with self._send_lock:
-            await self._send(self._decide(delivery._record, verb))
+            ops = self._decide(delivery._record, verb)
+            try:
+                await self._send(ops)
+            except StaleDeliveryError:
+                self._undecide(delivery._record, ops)
+                raise
         if self._closed:
             self._settled_while_closed.set()  # a drain() waits for the deliveries in flight
 

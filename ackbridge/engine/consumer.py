@@ -154,6 +154,16 @@ class ConsumerBase(contract.ConsumerView):
             self._watch_requeue(record.message)
         return ops
 
+    def _undecide(self, record: Record, refused: Sequence[WireSettle]) -> None:
+        """The transport refused *refused* as stale after :meth:`_decide`: where
+        *record*'s own op is among them, nothing of it was sent, so the delivery
+        reads undecided and stale again and its id is no acked copy any more (the
+        broker redelivers it: the error the caller gets says so)."""
+        if any(op.message is record.message for op in refused):
+            self._ledger.refused_on_the_wire(record)
+            if self._guard is not None:
+                self._guard.unacked(record.message)
+
     def _watch_requeue(self, message: InboundMessage) -> None:
         """Warn (rate-limited) when this consumer keeps requeueing redelivered messages: a loop."""
         assert self._requeues is not None

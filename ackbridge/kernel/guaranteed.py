@@ -192,6 +192,12 @@ class DedupeWindow:
         if len(ids) > self.size:
             ids.popitem(last=False)
 
+    def unacked(self, message_id: str | None) -> None:
+        """An ack of *message_id* was refused before it was sent (stale): the broker
+        redelivers it, and that delivery is the message, not a copy."""
+        if message_id is not None:
+            self._ids.pop(message_id, None)
+
     def generation_ended(self) -> None:
         """Deliveries of the ended generation will come again: they are not copies."""
         self._inflight.clear()
@@ -283,6 +289,10 @@ class ConsumerGuard:
         if self.dedupe is not None:
             for message in messages:
                 self.dedupe.settled(message.message_id, acked, message.broker_id)
+
+    def unacked(self, message: InboundMessage) -> None:
+        if self.dedupe is not None:
+            self.dedupe.unacked(message.message_id)
 
     def generation_ended(self) -> None:
         if self.dedupe is not None:

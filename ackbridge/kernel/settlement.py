@@ -250,6 +250,16 @@ class Ledger:
         self._acked_held += 1
         return self._buffer_acks(1)
 
+    def refused_on_the_wire(self, record: Record) -> None:
+        """The transport refused *record*'s settlement as stale after this ledger
+        decided it: the loss reached the transport first. Nothing was sent, so the
+        delivery reads undecided and stale again, as the error says (the decision's
+        own count stays: counters only go up; ``stale_refused`` counts this too)."""
+        record.state = State.PENDING
+        record.stale = True
+        if self.observer is not None:
+            self.observer.stale()
+
     def ack_through(self, record: Record) -> list[WireSettle]:
         """Ack every undecided delivery received up to and including *record*."""
         self.check(record)

@@ -15,7 +15,7 @@ from ackbridge.engine import handles
 from ackbridge.engine.consumer import HANDLER_OWNS, ConsumerBase, DeliveryBase, settle_failed
 from ackbridge.engine.draining import Drain, DrainResult, report
 from ackbridge.engine.leases import extended
-from ackbridge.errors import AckbridgeError, ConfigurationError
+from ackbridge.errors import AckbridgeError, ConfigurationError, StaleDeliveryError
 from ackbridge.kernel.guaranteed import ConsumerGuard
 from ackbridge.kernel.interruptions import DRAIN_S, interrupted
 from ackbridge.kernel.settlement import BatchResult, Ledger, Record
@@ -249,16 +249,12 @@ class Consumer(ConsumerBase, contract.Consumer):
         """``close(leave_unsettled=True)``: requeue what was received and never handed out."""
         with self._lock:
             self._queue(handles.release_untaken(self._ledger, self._ready))
-        try:
+        with contextlib.suppress(AckbridgeError):  # the connection is gone: the broker redelivers them
             self._push()
-        except AckbridgeError:
-            pass  # the connection is gone: the broker redelivers them
 
     def _finish_close(self) -> None:
-        try:
+        with contextlib.suppress(AckbridgeError):  # the connection is gone; the broker will redeliver
             self._push()
-        except AckbridgeError:
-            pass  # the connection is gone; the broker will redeliver
         self._connection._drop_consumer(self)
 
     def __enter__(self) -> Consumer:
@@ -282,11 +278,11 @@ class Consumer(ConsumerBase, contract.Consumer):
                 outbox.extend(ops)
         if direct:
             try:
-                self._connection._transport.settle(ops)
+                self._send(ops, delivery._record)
             finally:
                 self._send_lock.release()
         if outbox:
-            self._push()
+            self._push(mine=delivery._record)
 
     def _extend(self, delivery: Delivery) -> float | None:
         with self._lock:
@@ -300,14 +296,14 @@ class Consumer(ConsumerBase, contract.Consumer):
         if ops:
             self._outbox.extend(ops)
 
-    def _push(self, *, wait: bool = True) -> None:
+    def _push(self, *, wait: bool = True, mine: Record | None = None) -> None:
         """Put queued ops on the wire, in order, from whichever thread gets _send_lock.
 
         With ``wait=False`` (the transport's own thread, which must never block on
         an application thread waiting for it) a busy sender is left to send them:
         it re-checks the outbox after releasing the lock. A stale op raises in the
-        thread that sends it; nothing stale reaches the wire either way.
-        """
+        thread that sends it (*mine*: the delivery that thread settled, see _send);
+        nothing stale reaches the wire either way."""
         outbox = self._outbox
         while outbox:
             if not self._send_lock.acquire(blocking=wait):
@@ -317,9 +313,19 @@ class Consumer(ConsumerBase, contract.Consumer):
                 count = len(outbox)
                 ops = [outbox.popleft()] if count == 1 else [outbox.popleft() for _ in range(count)]
                 if ops:
-                    self._connection._transport.settle(ops)
+                    self._send(ops, mine)
             finally:
                 self._send_lock.release()
+
+    def _send(self, ops: list[WireSettle], mine: Record | None) -> None:
+        # Called holding _send_lock. Refused as stale, *mine* reads undecided again.
+        try:
+            self._connection._transport.settle(ops)
+        except StaleDeliveryError:
+            if mine is not None:
+                with self._lock:
+                    self._undecide(mine, ops)
+            raise
 
     def _on_message(self, message: InboundMessage) -> None:
         reject: list[WireSettle] = []
@@ -389,7 +395,5 @@ class Consumer(ConsumerBase, contract.Consumer):
                     self._cond.wait(wait)
                     continue
                 self._queue(self._ledger.due())
-            try:
-                self._push()
-            except AckbridgeError:
-                pass  # stale or lost: the broker redelivers; the next settle reports it
+            with contextlib.suppress(AckbridgeError):  # stale or lost: the broker redelivers;
+                self._push()  # the next settle reports it

@@ -48,6 +48,8 @@ class Dialect:
     #: Run first in a relay's round: each statement gets its own snapshot, so the take sees what
     #: the destination's previous holder committed (a connection set to REPEATABLE READ would not).
     relay_isolation: str = ""
+    #: The driver sends a list as one array parameter: a batch's ids travel as one value.
+    arrays: bool = False
     #: Run before creating tables: PostgreSQL's CREATE TABLE IF NOT EXISTS races with itself
     #: (two processes starting at once: a unique violation on pg_type), so creation is serialised.
     ddl_lock: str = ""
@@ -70,7 +72,12 @@ class Dialect:
 
     def inbox_record_many(self, table: str, rows: int) -> str:
         # One round trip for a batch's ids; RETURNING names the ones that were not held
-        # (SQLite has RETURNING since 3.35).
+        # (SQLite has RETURNING since 3.35). With arrays the ids are one parameter
+        # (endpoint, ids, received_at): one statement text for every batch size, which
+        # psycopg prepares once, and a third of the parameters to bind.
+        if self.arrays:
+            return self.sql(f"INSERT INTO {table} (endpoint, message_id, received_at) "
+                            "SELECT ?, unnest(?::text[]), ? ON CONFLICT DO NOTHING RETURNING message_id")
         values = ", ".join(["(?, ?, ?)"] * rows)
         return self.sql(f"INSERT INTO {table} (endpoint, message_id, received_at) VALUES {values} "
                         "ON CONFLICT DO NOTHING RETURNING message_id")
@@ -140,7 +147,7 @@ class Dialect:
 SQLITE = Dialect(name="sqlite", mark="?", blob="BLOB", real="REAL",
                  serial_key="INTEGER PRIMARY KEY AUTOINCREMENT", shared_relays=False)
 POSTGRES = Dialect(name="postgresql", mark="%s", blob="BYTEA", real="DOUBLE PRECISION",
-                   serial_key="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", shared_relays=True,
+                   serial_key="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", shared_relays=True, arrays=True,
                    relay_isolation="SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
                    ddl_lock="SELECT pg_advisory_xact_lock(hashtext('ackbridge.transactional:ddl'))")
 

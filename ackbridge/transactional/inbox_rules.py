@@ -84,10 +84,13 @@ class InboxRules:
         return (self.endpoint, key, time.time())
 
     def record_many(self, keys: list[str]) -> list[tuple[str, tuple[Any, ...]]]:
-        """The statements that record *keys* (a batch's), ``RECORD_CHUNK`` ids each; each
-        returns the ids it inserted (the ones not held before)."""
+        """The statements that record *keys* (a batch's): one with the ids as an array
+        where the driver sends arrays, else ``RECORD_CHUNK`` ids each; each returns the
+        ids it inserted (the ones not held before)."""
         statements: list[tuple[str, tuple[Any, ...]]] = []
         now = time.time()
+        if self.dialect.arrays:
+            return [(self.dialect.inbox_record_many(self.table, len(keys)), (self.endpoint, keys, now))]
         for start in range(0, len(keys), RECORD_CHUNK):
             chunk = keys[start:start + RECORD_CHUNK]
             params = tuple(value for key in chunk for value in (self.endpoint, key, now))

@@ -4,14 +4,16 @@
 The cell is the sync one's (:func:`tests.scoreboard.publisher.run_cell`'s shape): the same
 targets, the same online consumer (its own connection, a thread: the consumer is not the
 subject of a publisher row), the same history and scoring (:mod:`tests.scoreboard.publisher_rows`).
-Only the publisher is awaited. The fault is ``connection-cut`` (the fault seam's sever); the
-``broker-restart`` rows stop the shared RabbitMQ and are not run here (``RESTART_NOT_RUN``).
+Only the publisher is awaited. The faults are the sync rows' (``_inject``): ``connection-cut``
+(the fault seam's sever) and ``broker-restart`` (``rabbitmqctl stop_app``, 2 s, ``start_app``),
+which stops the shared RabbitMQ: run alone (``--restart``), never beside other tests.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
 import traceback
 import uuid
@@ -20,7 +22,6 @@ from typing import Any
 import ackbridge
 from ackbridge.errors import AckbridgeError
 from ackbridge.messages import ConfirmStatus
-from ackbridge.testing.faults import faults
 from ackbridge.urls import redact
 from tests.scoreboard.async_brokers import ASYNCIO_TRANSPORTS, transport_kind
 from tests.scoreboard.publisher import (
@@ -30,9 +31,9 @@ from tests.scoreboard.publisher import (
     RETRANSMIT,
     WINDOW,
     OnlineConsumer,
+    _inject,
     _left,
     _tail_done,
-    _unresolved,
 )
 from tests.scoreboard.publisher_rows import PubHistory, PublisherRow, score
 from tests.scoreboard.publisher_targets import TARGETS, Target
@@ -40,8 +41,6 @@ from tests.scoreboard.publisher_targets import TARGETS, Target
 #: The async publisher rows: (row name, sync target, asyncio transport).
 ASYNC_TARGETS = {f"rabbitmq-{queue_type}-async-{transport}": (f"rabbitmq-{queue_type}", transport)
                  for queue_type in ("classic", "quorum") for transport in ASYNCIO_TRANSPORTS}
-#: Would need ``rabbitmqctl stop_app`` on the shared broker (pytest mark stops_shared_broker): not run.
-RESTART_NOT_RUN = [(name, "broker-restart", mode) for name in ASYNC_TARGETS for mode in MODES]
 
 
 def async_target(name: str) -> Target:
@@ -54,8 +53,6 @@ def async_target(name: str) -> Target:
 async def _publish(target: Target, fault: str, mode: str, n: int, h: PubHistory) -> None:
     """n ids at full speed; past n/2 the publisher's connection is severed once PENDING_AT_FAULT
     confirms are pending (by 3n/4 at the latest); then paced until a publish after it is confirmed."""
-    if fault != "connection-cut":
-        raise ValueError(f"the asyncio publisher rows run connection-cut only, not {fault}")
     conn = await ackbridge.connect_async(target.url, **target.options)
     try:
         if transport_kind(conn) != ASYNC_TARGETS[target.broker][1]:  # the row's name, not its options
@@ -71,6 +68,8 @@ async def _publish(target: Target, fault: str, mode: str, n: int, h: PubHistory)
             if h.fault_end is not None and h.first_confirm_after is None and confirm.outcome.confirmed:
                 h.first_confirm_after = time.monotonic()
 
+        injector: threading.Thread | None = None
+        started_at = n
         i = after = 0
         while i < n or not _tail_done(h, after):
             message_id = f"{run}-{i}"
@@ -81,16 +80,18 @@ async def _publish(target: Target, fault: str, mode: str, n: int, h: PubHistory)
             confirms.append(confirm)
             if not h.injections and i >= n // 2:
                 if i + 1 - resolved[0] >= PENDING_AT_FAULT or i >= 3 * n // 4:
-                    h.injections += 1
-                    h.fault_start = time.monotonic()
-                    h.pending_at_fault = _unresolved(confirms)
-                    faults(conn).sever("scoreboard cut the publisher's connection")
-                    h.fault_end = time.monotonic()
-            elif h.injections and h.first_confirm_after is None:
-                await asyncio.sleep(PACE_S)  # a pace: publishing meets the recovery at a modest rate
+                    # The sync rows' injector: a cut here, or the restart on a thread of its own.
+                    injector = _inject(target, fault, conn, confirms, h)
+                    started_at = i
+            elif h.injections and i > started_at and (h.fault_end is None or h.first_confirm_after is None):
+                if h.fault_end is None:
+                    h.published_during_fault += 1
+                await asyncio.sleep(PACE_S)  # a pace: publishing meets the outage and the recovery
             if h.fault_end is not None:
                 after += 1
             i += 1
+        if injector is not None:
+            await asyncio.to_thread(injector.join, 300)
         await publisher.flush(timeout=300)
         h.retransmitted = publisher.retransmitted
         for confirm in confirms:
@@ -130,6 +131,7 @@ def run_cell(broker: str, fault: str, mode: str, n: int, deadline_s: float = 300
         target.cleanup()
 
 
-def cells(brokers: list[str] | None = None, modes: list[str] | None = None) -> list[tuple[str, str, str]]:
-    return [(broker, "connection-cut", mode) for broker in ASYNC_TARGETS for mode in MODES
+def cells(brokers: list[str] | None = None, modes: list[str] | None = None,
+          faults: tuple[str, ...] = ("connection-cut",)) -> list[tuple[str, str, str]]:
+    return [(broker, fault, mode) for broker in ASYNC_TARGETS for fault in faults for mode in MODES
             if (not brokers or broker in brokers) and (not modes or mode in modes)]

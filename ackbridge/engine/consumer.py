@@ -145,12 +145,13 @@ class ConsumerBase(contract.ConsumerView):
 
     def _decide(self, record: Record, verb: WireVerb) -> list[WireSettle]:
         """Settle *record* in the ledger (raises if it may not be); the ops to send."""
-        if verb is not WireVerb.ACK:  # every broker acks; only requeue/reject need the table
+        # WireVerb.ACK read once per message: Python 3.11 reads an enum member through EnumType.__getattr__.
+        if not (ack := verb is WireVerb.ACK):  # every broker acks; only requeue/reject need the table
             plans.require_verb(self._connection.capabilities, verb)
         ops = self._ledger.settle(record, verb)
         if self._guard is not None:
-            self._guard.acked((record.message,), verb is WireVerb.ACK)
-        if verb is WireVerb.REQUEUE and self._requeues is not None:
+            self._guard.acked((record.message,), ack)
+        if not ack and verb is WireVerb.REQUEUE and self._requeues is not None:
             self._watch_requeue(record.message)
         return ops
 

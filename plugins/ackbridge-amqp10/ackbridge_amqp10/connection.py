@@ -58,6 +58,8 @@ from ackbridge_amqp10.tls import ssl_domain
 log = logging.getLogger("ackbridge.amqp10")
 
 _LOGIN_GRACE = 5.0
+#: Beyond connect_timeout, after which Receiving stops waiting for a session's end itself.
+_END_SPARE = 2.0
 
 
 class Amqp10Transport(SyncTransport):
@@ -87,7 +89,8 @@ class Amqp10Transport(SyncTransport):
         self.receiving = Receiving(
             self.wire, self.container, events, describe=self.describe,
             reconnect_max_delay=self.settings.reconnect_max_delay, inbox_template=str(own["inbox"]),
-            count_header=self.capabilities.support(Verb.DELIVERY_COUNT).available)
+            count_header=self.capabilities.support(Verb.DELIVERY_COUNT).available,
+            end_wait=self.settings.connect_timeout)
         self.sending = Sending(self.wire, self.container, events, describe=self.describe,
                                max_links=int(own["max_sender_links"]))
         # --- container thread only ---------------------------------------------------
@@ -193,15 +196,25 @@ class Amqp10Transport(SyncTransport):
             self.wire.closing = True
             self._closed_future = done
             self.sending.fail_all("connection closed before the broker answered")
+            # The receivers' sessions end first and the close waits for the broker's
+            # answers: a close overtakes dispositions the broker has not applied yet
+            # (see ending.py). The callback runs on the container thread.
+            ended: Future[None] = Future()
+            ended.add_done_callback(lambda _e: close_conn())
+            self.receiving.end_all(ended)
+
+        def close_conn() -> None:
             conn = self.wire.conn
             if conn is None or conn.state & Endpoint.LOCAL_CLOSED:
-                done.set_result(None)
+                if not done.done():
+                    done.set_result(None)
                 return
             conn.close()
 
         self.container.call(begin)
         try:
-            done.result(self.settings.connect_timeout)
+            # The receivers' ends (bounded by connect_timeout), then the close's own answer.
+            done.result(2 * self.settings.connect_timeout)
         except Exception:
             pass  # the socket is torn down below either way
         self._shutdown()
@@ -352,8 +365,10 @@ class Amqp10Transport(SyncTransport):
     def unsubscribe(self, subscription: str) -> None:
         if not self.container.running:
             return
-        self.container.wait(self.container.call(lambda f: self.receiving.unsubscribe(subscription, f)),
-                            "unsubscribe")
+        future: Future[None] = self.container.call(lambda f: self.receiving.unsubscribe(subscription, f))
+        if not self.container.on_thread():  # on it, the answer could never come while waiting
+            # Receiving completes it by connect_timeout (the broker's end, or giving up on it).
+            self.container.wait(future, "unsubscribe", spare=_END_SPARE)
 
     def settle(self, ops: Sequence[WireSettle]) -> None:
         if not ops:

@@ -116,10 +116,10 @@ class ContainerThread:
             self.submit(run)
         return future
 
-    def wait(self, future: Future[T], what: str) -> T:
-        """The future's result, or ConnectionLostError after ``connect_timeout``."""
+    def wait(self, future: Future[T], what: str, *, spare: float = 0.0) -> T:
+        """The future's result, or ConnectionLostError after ``connect_timeout`` (plus *spare*)."""
         try:
-            return future.result(self._timeout)
+            return future.result(self._timeout + spare)
         except TimeoutError:
             future.cancel()
             raise self.no_answer(what) from None

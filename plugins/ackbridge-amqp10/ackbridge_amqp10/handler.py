@@ -100,6 +100,10 @@ class Handler(MessagingHandler):
     def on_connection_closed(self, event: Any) -> None:
         self.t.connection_closed(event.connection)
 
+    def on_session_closed(self, event: Any) -> None:
+        # The broker answered our end: every frame we sent on the session before it was handled.
+        self.t.receiving.ends.ended(event.session)
+
     def on_session_error(self, event: Any) -> None:
         self._session_gone(event)
 
@@ -109,6 +113,7 @@ class Handler(MessagingHandler):
     def _session_gone(self, event: Any) -> None:
         # One link per session (see links.session): the session's end is its link's end.
         ended = event.session
+        self.t.receiving.ends.ended(ended)
         condition = remote_condition(ended) or Condition("amqp:session:ended", "session ended by the broker")
         receiving, sending = self.t.receiving, self.t.sending
         links = [*receiving.receivers, *receiving.inboxes, *self.t.wire.waiters, *sending.by_link]

@@ -2,6 +2,10 @@
 and the reply inbox of labelled acks. Everything here runs on the container
 thread, except :func:`credit_to_grant` (pure).
 
+Closing: a receiver's session is ended with its link, and an unsubscribe (or the
+transport's close, :meth:`Receiving.end_all`) completes once the broker answered
+that ``end``, within ``end_wait`` seconds: see :mod:`~ackbridge_amqp10.ending`.
+
 Credit: a receiver starts with ``prefetch`` credit and gets credit back for
 settled deliveries (:func:`credit_to_grant`), so unsettled deliveries never
 exceed ``prefetch``.
@@ -24,6 +28,7 @@ from ackbridge.messages import WireSettle, WireVerb
 from ackbridge.transport import TransportEvents
 from ackbridge_amqp10 import codec
 from ackbridge_amqp10.container import ContainerThread
+from ackbridge_amqp10.ending import SessionEnds
 from ackbridge_amqp10.errors import broker_error
 from ackbridge_amqp10.links import Wire, close_link, reply_address, session
 
@@ -75,11 +80,12 @@ class Receiving:
     It is given what it needs: the connection's state (*wire*), the container
     thread, the core's events, and how to describe a peer's condition.
     *count_header*: read the delivery count (the table declares it);
-    :attr:`modified`: requeue with 'modified' (set once the peer said it is safe)."""
+    :attr:`modified`: requeue with 'modified' (set once the peer said it is safe);
+    *end_wait*: how long an unsubscribe or close waits for the broker's ``end``."""
 
     def __init__(self, wire: Wire, container: ContainerThread, events: TransportEvents, *,
                  describe: Callable[[Any], str], reconnect_max_delay: float, inbox_template: str,
-                 count_header: bool) -> None:
+                 count_header: bool, end_wait: float) -> None:
         self._wire = wire
         self._container = container
         self._events = events
@@ -87,6 +93,8 @@ class Receiving:
         self._reconnect_max_delay = reconnect_max_delay
         self._inbox_template = inbox_template
         self._count_header = count_header
+        self._end_wait = end_wait
+        self.ends = SessionEnds()
         self.modified = False
         self.subs: dict[str, Sub] = {}
         self.receivers: dict[Any, Sub] = {}  # receiver link -> its subscription
@@ -136,17 +144,47 @@ class Receiving:
         if sub.receiver is not None:
             self.receivers.pop(sub.receiver, None)
             close_link(sub.receiver)
+            self.ends.ending(sub.receiver.session)
             sub.receiver = None
         for tag in [t for t, (_, s, _r) in self._deliveries.items() if s is sub]:
             del self._deliveries[tag]
 
     def unsubscribe(self, subscription: str, future: Future[None]) -> None:
+        """Detach and end the subscription's session; *future* completes once the broker
+        answered the ``end`` (every settlement sent before it applied), or after end_wait."""
         sub = self.subs.get(subscription)
+        session = sub.receiver.session if sub is not None and sub.receiver is not None else None
         if sub is not None:
             self.drop(sub)
-        future.set_result(None)
+        if sub is None or session is None:
+            future.set_result(None)
+            return
+        self._wait_ends(future, [session], f"subscription {subscription} on {sub.source!r}")
+
+    def end_all(self, future: Future[None]) -> None:
+        """The transport's close: detach every receiver and end its session; *future*
+        completes once the broker answered each ``end`` (or after end_wait)."""
+        for sub in list(self.subs.values()):
+            self.drop(sub)
+        if self.inbox is not None:
+            self._drop_inbox(self.inbox)
+        self._wait_ends(future, None, "the receivers")
+
+    def _wait_ends(self, future: Future[None], sessions: list[Any] | None, what: str) -> None:
+        self.ends.wait(future, sessions)
+        if future.done():
+            return
+
+        def give_up() -> None:
+            if not future.done():
+                log.warning("amqp10: the broker did not answer the end of %s within %.1f s; settlements sent "
+                            "just before may not have taken effect", what, self._end_wait)
+                future.set_result(None)
+
+        self._container.schedule(self._end_wait, give_up)
 
     def generation_ended(self) -> None:
+        self.ends.clear()
         self._deliveries.clear()
         for sub in self.subs.values():
             sub.receiver = None
@@ -295,6 +333,7 @@ class Receiving:
         if inbox.receiver is not None:
             self.inboxes.pop(inbox.receiver, None)
             close_link(inbox.receiver)
+            self.ends.ending(inbox.receiver.session)
 
     def _attach_inbox(self, inbox: Inbox) -> None:
         conn, container = self._wire.conn, self._container.container

@@ -21,13 +21,14 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ackbridge.connect import connect, connect_async
-from ackbridge.errors import ConnectionLostError
 from ackbridge.testing import eventually
 from ackbridge.testing.faults import transport_of
+from ackbridge.transport.tls import TLSVerificationError
 from tests.conftest import IN_CI, require_port
 from tests.rabbitmq.harness import TEST_PASSWORD, TEST_USER, RabbitHarness, ensure_test_user, queue_counts
 
@@ -172,7 +173,7 @@ def _assert_tls_on_broker(listener: TLSListener, connection_name: str) -> None:
 
 def _assert_verification_error(err: BaseException, reason: str) -> None:
     text = str(err)
-    assert "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text, text
+    assert "TLS certificate verification failed" in text and "tls_ca_file" in text, text
     assert reason in text, text
     chain: list[BaseException] = []
     cur: BaseException | None = err
@@ -217,49 +218,43 @@ def test_async_amqps_verified_publish_consume_ack(tls_listener: TLSListener, cla
     eventually(lambda: queue_counts().get(queue, (0, 0)) == (0, 0), message="acked broker-side")
 
 
-# ---- (2) verification is on by default: a CA that did not sign the certificate fails -------
+# ---- (2) verification is on by default, and (3) the host name is checked ------------------
 # The listener sends its CA along with its certificate (cacertfile), so OpenSSL's reason is
 # "self-signed certificate in certificate chain": that CA is not among the trusted ones.
-def test_amqps_untrusted_ca_fails_clearly(tls_listener: TLSListener) -> None:
-    with pytest.raises(ConnectionLostError) as err:
-        connect(tls_listener.url(), tls_ca_file=str(tls_listener.other_ca), connect_timeout=5, reconnect=False)
-    _assert_verification_error(err.value, "self-signed certificate in certificate chain")
+# Every face fails the same way: TLSVerificationError (a configuration error, not
+# recoverable: retrying cannot help), with OpenSSL's reason, on pika (sync, and its
+# threaded asyncio transport) as on aio-pika.
+FACES = ("sync", "threaded", "aio-pika")
+UNTRUSTED = [
+    ("127.0.0.1", "other", "self-signed certificate in certificate chain"),  # a CA that did not sign it
+    ("127.0.0.1", None, "self-signed certificate in certificate chain"),  # no tls_ca_file: the system CAs
+    ("localhost", "right", "Hostname mismatch"),  # the certificate names IP 127.0.0.1 only
+]
 
 
-def test_async_amqps_untrusted_ca_fails_clearly(tls_listener: TLSListener) -> None:
+def _connect_on(face: str, url: str, **options: Any) -> None:
+    """Connect on *face*; close again if it (wrongly) succeeds."""
+    if face == "sync":
+        connect(url, **options).close()
+        return
+
     async def run() -> None:
-        with pytest.raises(ConnectionLostError) as err:
-            await connect_async(tls_listener.url(), tls_ca_file=str(tls_listener.other_ca), connect_timeout=5,
-                                reconnect=False)
-        _assert_verification_error(err.value, "self-signed certificate in certificate chain")
+        conn = await connect_async(url, asyncio_transport=face, **options)
+        await conn.close()
 
     asyncio.run(run())
 
 
-def test_amqps_system_cas_do_not_trust_a_private_ca(tls_listener: TLSListener) -> None:
-    """No tls_ca_file: the system CAs are used, and verification is still on."""
-    with pytest.raises(ConnectionLostError) as err:
-        connect(tls_listener.url(), connect_timeout=5, reconnect=False)
-    _assert_verification_error(err.value, "self-signed certificate in certificate chain")
-
-
-# ---- (3) the right CA but the wrong host name --------------------------------------------
-def test_amqps_host_name_mismatch_fails(tls_listener: TLSListener) -> None:
-    # The certificate names IP 127.0.0.1 only; "localhost" resolves there but is not in it.
-    with pytest.raises(ConnectionLostError) as err:
-        connect(tls_listener.url("localhost"), tls_ca_file=str(tls_listener.ca), connect_timeout=5,
-                reconnect=False)
-    _assert_verification_error(err.value, "Hostname mismatch")
-
-
-def test_async_amqps_host_name_mismatch_fails(tls_listener: TLSListener) -> None:
-    async def run() -> None:
-        with pytest.raises(ConnectionLostError) as err:
-            await connect_async(tls_listener.url("localhost"), tls_ca_file=str(tls_listener.ca), connect_timeout=5,
-                                reconnect=False)
-        _assert_verification_error(err.value, "Hostname mismatch")
-
-    asyncio.run(run())
+@pytest.mark.parametrize("face", FACES)
+@pytest.mark.parametrize(("host", "ca", "reason"), UNTRUSTED)
+def test_an_untrusted_certificate_is_the_same_error_on_every_face(tls_listener: TLSListener, face: str, host: str,
+                                                                  ca: str | None, reason: str) -> None:
+    ca_file = {"other": tls_listener.other_ca, "right": tls_listener.ca, None: None}[ca]
+    options: dict[str, Any] = {"tls_ca_file": str(ca_file)} if ca_file is not None else {}
+    with pytest.raises(TLSVerificationError) as err:
+        _connect_on(face, tls_listener.url(host), connect_timeout=5, reconnect=False, **options)
+    _assert_verification_error(err.value, reason)
+    assert not err.value.recoverable
 
 
 def test_amqps_tls_verify_false_warns_and_connects(tls_listener: TLSListener) -> None:

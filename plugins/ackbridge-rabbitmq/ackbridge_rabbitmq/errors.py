@@ -3,8 +3,9 @@
 Channel-level closes (a broker reply code such as 404 or 406) become
 BrokerError with that code; anything that ends the connection becomes
 ConnectionLostError. A refused login is AuthenticationError, an unknown vhost
-or a missing permission AccessDeniedError (neither recoverable), a socket
-that nothing answers BrokerUnreachableError. Messages pass through
+or a missing permission AccessDeniedError (neither recoverable), a TLS
+failure the core's TLSVerificationError (as on the aio-pika transport), a
+socket that nothing answers BrokerUnreachableError. Messages pass through
 ``redact`` so no password leaks.
 """
 
@@ -18,6 +19,7 @@ from ackbridge.errors import (
     BrokerUnreachableError,
     ConnectionLostError,
 )
+from ackbridge.transport.tls import describe_tls_error
 from ackbridge.urls import BrokerURL, redact
 
 
@@ -94,6 +96,11 @@ def connect_error(exc: BaseException, url: BrokerURL) -> AckbridgeError:
     import pika.exceptions as pe
 
     where = url.redacted
+    # pika wraps the handshake's ssl error (workflow -> connector -> SSLCertVerificationError);
+    # an ssl.SSLError is an OSError too, so it must be told apart before "unreachable".
+    tls = describe_tls_error(_root(exc), url) or describe_tls_error(exc, url)
+    if tls is not None:
+        return tls
     if isinstance(exc, pe.ProbableAuthenticationError) or reply_code(_root(exc)) == 403:
         return AuthenticationError(f"{where}: the broker refused the login of user {url.username or 'guest'!r} "
                                    f"(wrong username or password)")

@@ -50,16 +50,34 @@ class Link:
         self._reconnect_task: asyncio.Task[None] | None = None
         #: Background work of the transport (channel closes, reopens), kept until done.
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: Resolved (with the reason) when the current generation ends: what a write waits on.
+        self._ending: asyncio.Future[str] | None = None
 
     @property
     def where(self) -> str:
         return self.url.redacted
 
-    def next_generation(self) -> int:
+    def next_generation(self, reason: str) -> int:
         """End the current generation (settle checks fail at once); return the ended one."""
         old = self.generation
         self.generation += 1
+        self._end_waits(reason)
         return old
+
+    def ended(self, generation: int) -> asyncio.Future[str]:
+        """A future resolved with the reason once *generation* ends (at once if it has)."""
+        if generation == self.generation and self.state == "open":
+            if self._ending is None:
+                self._ending = asyncio.get_running_loop().create_future()
+            return self._ending
+        over: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        over.set_result(f"generation {generation} has ended")
+        return over
+
+    def _end_waits(self, reason: str) -> None:
+        ending, self._ending = self._ending, None
+        if ending is not None and not ending.done():
+            ending.set_result(reason)
 
     def spawn(self, work: Awaitable[Any]) -> None:
         """Run *work* as a task of the loop, kept referenced until it ends."""
@@ -119,6 +137,7 @@ class Link:
             with contextlib.suppress(BaseException):
                 await task
         conn, self.connection = self.connection, None
+        self._end_waits("the connection was closed")
         if conn is not None and not conn.is_closed:
             try:
                 await conn.close()
@@ -140,8 +159,8 @@ class Link:
         reason = self._sever_reason or describe(exc)
         self._sever_reason = None
         self.connection = None
-        old = self.next_generation()  # settlements of the old generation are stale from here on
         why = f"connection lost ({reason})"
+        old = self.next_generation(why)  # settlements of the old generation are stale from here on
         log.warning("ackbridge-rabbitmq: %s: %s", self.where, why)
         self._on_lost(old, why)
         if self.settings.reconnect:

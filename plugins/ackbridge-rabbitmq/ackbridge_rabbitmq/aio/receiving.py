@@ -28,6 +28,7 @@ from pamqp import commands as spec
 from ackbridge.kernel.generations import check_ops
 from ackbridge.messages import WireSettle, WireVerb
 from ackbridge.transport import TransportEvents
+from ackbridge_rabbitmq.aio import stalls
 from ackbridge_rabbitmq.aio.codec import inbound
 from ackbridge_rabbitmq.aio.errors import channel_error, describe, is_broker_channel_close, reply_code, reply_text
 from ackbridge_rabbitmq.aio.link import Link
@@ -143,7 +144,7 @@ class Subscriptions:
 
     def _recycle(self, why: str) -> None:
         """Reopen every subscription channel on a new generation (see the module doc)."""
-        old = self._link.next_generation()
+        old = self._link.next_generation(why)
         for other in self.subs.values():
             channel, other.channel, other.wire, other.active = other.channel, None, None, False
             if channel is not None and not channel.is_closed:
@@ -169,21 +170,36 @@ class Subscriptions:
 
     async def settle(self, ops: Sequence[WireSettle]) -> None:
         channels = self.check(ops)
+        generation, link = self._link.generation, self._link
         # A write may wait for room in aiormq's bounded frame queue, and a loss may
         # come meanwhile. Each op goes to its own generation's channel object, never
         # to a newer one: on a channel closed since, aiormq raises and the op is
         # dropped (the broker redelivers that message), as the transport contract says.
+        # A write that cannot go at once is bounded (stalls.py): a dead socket never
+        # holds a settle, and the ops it could not queue are stale.
         try:
-            for op, wire in zip(ops, channels, strict=True):
-                tag = int(op.wire_tag)  # type: ignore[call-overload]
-                if op.verb is WireVerb.ACK:
-                    await wire.basic_ack(tag, multiple=op.multiple, wait=False)
-                elif op.verb is WireVerb.REQUEUE:
-                    await wire.basic_nack(tag, multiple=op.multiple, requeue=True, wait=False)
-                else:
-                    await wire.basic_reject(tag, requeue=False, wait=False)
+            for index, (op, wire) in enumerate(zip(ops, channels, strict=True)):
+                if stalls.has_room(wire):
+                    await _write(op, wire)  # queued at once: aiormq's put does not wait
+                    continue
+                why = await stalls.bounded(_write(op, wire), link.ended(generation), stalls.stall_limit(link.settings))
+                if why is not None:
+                    if link.generation == generation:
+                        link.sever(why)  # aiormq did not see the loss: end the generation here
+                    check_ops(ops[index:], None, why)
         except ae.ChannelInvalidStateError as exc:
             log.debug("ackbridge-rabbitmq: settlement dropped, its channel closed meanwhile: %s", describe(exc))
+
+
+async def _write(op: WireSettle, wire: WireChannel) -> None:
+    """Queue one settlement frame; ``wait=False``: never wait for the writer's drain()."""
+    tag = int(op.wire_tag)  # type: ignore[call-overload]
+    if op.verb is WireVerb.ACK:
+        await wire.basic_ack(tag, multiple=op.multiple, wait=False)
+    elif op.verb is WireVerb.REQUEUE:
+        await wire.basic_nack(tag, multiple=op.multiple, requeue=True, wait=False)
+    else:
+        await wire.basic_reject(tag, requeue=False, wait=False)
 
 
 class ReplyInbox:

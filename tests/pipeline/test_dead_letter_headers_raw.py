@@ -7,12 +7,13 @@ and quorum), python-qpid-proton on an AMQP 1.0 queue (the protocol the copy was
 published with: its application-properties, typed as an AMQP 1.0 peer sees them; pika
 on the same queue finds the set only as the encoded section in one binary header),
 nats-py on the JetStream stream, paho-mqtt (MQTT 5 user properties) on the
-dead-letter session. Each test also reads the broker-side state with that client:
-the original queue empty, the dead-letter destination holding exactly that one copy.
+dead-letter session (tests/pipeline/mqtt_sessions.py). Each test also reads the
+broker-side state with that client: the original queue empty, the dead-letter
+destination holding exactly that one copy.
 
 How many attempts: what the policy allows on the broker (``Capabilities.delayed_retry``):
-three, 10 ms apart, where retries are emulated; one where the broker declares delayed
-retry unsupported (MQTT, AMQP 1.0), since a policy with retries is refused there.
+three, 10 ms apart, where retries are emulated (MQTT 5 too); one where the broker declares
+delayed retry unsupported (AMQP 1.0), since a policy with retries is refused there.
 RabbitMQ streams dead-letter nothing by themselves: the declared capability says so.
 """
 
@@ -21,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
-import queue as queue_module
 import re
 import sqlite3
 from collections.abc import Callable
@@ -322,70 +322,37 @@ def test_nats_dead_letter_headers_read_with_nats_py() -> None:
 
 
 # ---- MQTT 5: paho-mqtt ----------------------------------------------------------------------
-MQTT_MARKER = b"ackbridge-test-marker"
-
-
-def _mqtt_session_drain(client_id: str, topic: str) -> list[tuple[bytes, dict[str, str]]]:
-    """Resume the persistent session *client_id* with a raw paho MQTT 5 client, publish a
-    marker to *topic*, and return what the session held before the marker (body, user
-    properties): the broker queues in order, so the marker's arrival ends the count
-    without a wait (Mosquitto tells no queue depth)."""
-    import paho.mqtt.client as mqtt
-    from paho.mqtt.enums import CallbackAPIVersion
-    from paho.mqtt.packettypes import PacketTypes
-    from paho.mqtt.properties import Properties
-
-    arrived: queue_module.Queue[tuple[bytes, dict[str, str]]] = queue_module.Queue()
-    connected: queue_module.Queue[bool] = queue_module.Queue()
-    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5)
-    client.on_connect = lambda c, u, flags, rc, p: connected.put(bool(flags.session_present))
-    client.on_message = lambda c, u, msg: arrived.put(
-        (bytes(msg.payload), dict(getattr(msg.properties, "UserProperty", None) or [])))
-    keep = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]  # paho leaves it untyped
-    keep.SessionExpiryInterval = 300  # the session (and what it holds) outlives this look
-    client.connect("127.0.0.1", 1883, clean_start=False, properties=keep)
-    client.loop_start()
-    try:
-        assert connected.get(timeout=30), f"no session {client_id} on the broker"
-        client.publish(topic, MQTT_MARKER, qos=1).wait_for_publish(30)
-        held = []
-        while (item := arrived.get(timeout=30))[0] != MQTT_MARKER:
-            held.append(item)
-        return held
-    finally:
-        client.disconnect()
-        client.loop_stop()
-
-
 @pytest.mark.mqtt
 def test_mqtt5_dead_letter_headers_read_with_paho() -> None:
-    from ackbridge_mqtt.sessions import session_id
+    from tests.pipeline.mqtt_sessions import URLS, held, pipeline_topics
 
     require_port(1883, "Mosquitto")
-    with ackbridge.connect("mqtt://127.0.0.1:1883?protocol=5") as conn:
+    with ackbridge.connect(URLS["5"]) as conn:
         topic = queue_name("raw-mqtt")
         dlq = topic + "/dlq"
         conn.declare_queue(topic)  # with its dead-letter session (dead_letter=True)
         assert conn.inspect_queue(topic).dead_letter == dlq
-        assert conn.capabilities.delayed_retry.level is Level.UNSUPPORTED
-        policy = RedeliveryPolicy(attempts=1)  # a policy with retries is refused on MQTT
+        assert conn.capabilities.delayed_retry.level is Level.EMULATED
+        policy = RedeliveryPolicy(attempts=3, schedule=RETRY_SOON)
         try:
-            # Nothing to poll on Mosquitto (no depth): close() waits for the handler's run,
-            # whose failure path ends with the copy's PUBACK.
+            # Nothing to poll on Mosquitto (no depth, and a look takes the session over): close()
+            # waits for the handler's last run, whose failure path ends with the copy's PUBACK.
             runs = _dead_letter(conn, topic, policy, lambda: True)
-            assert runs == [None]
-            # The original session holds nothing; the dead-letter session exactly the copy.
-            assert _mqtt_session_drain(session_id(topic), topic) == []
-            held = _mqtt_session_drain(session_id(dlq), dlq)
-            assert len(held) == 1, held
-            body, properties = held[0]
-            assert body == BODY
+            assert runs == [None, 2, 3]
+            # Each session resumed by paho: the original's and the delay topics' hold nothing,
+            # the dead-letter session exactly the copy.
+            found = {name: held(name) for name in pipeline_topics(topic, policy)}
+            assert {name: len(messages) for name, messages in found.items() if messages} == {dlq: 1}, found
+            [copy] = found[dlq]
+            assert copy.body == BODY
+            properties = copy.properties
             assert properties["ackbridge-message-id"] == MESSAGE_ID + "~dead"
-            # MQTT user properties are text: the attempt count is "1", its type tag beside it.
-            _check_header_set(properties, topic, 1, attempt_value="1")
+            # MQTT user properties are text: the attempt count is "3", its type tag beside it.
+            _check_header_set(properties, topic, 3, attempt_value="3")
             assert json.loads(properties["ackbridge-types"])[ATTEMPT] == "int", properties
         finally:
-            conn.delete_queue(topic)
+            for name in [topic, *policy.delay_queues(topic)]:
+                conn.delete_queue(name)
 
 
 # ---- RabbitMQ streams: no dead-lettering, and it says so -------------------------------------

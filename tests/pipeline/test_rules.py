@@ -116,6 +116,6 @@ def test_every_shipped_adapter_declares_delayed_retry() -> None:
             assert caps.delayed_retry is not NO_DELAYED_RETRY and caps.delayed_retry.how, caps.broker
             found.setdefault(caps.broker, set()).add(caps.delayed_retry.level)
     expected = {"embedded": {Level.EMULATED}, "rabbitmq": {Level.EMULATED}, "nats-jetstream": {Level.EMULATED},
-                "mqtt5": {Level.UNSUPPORTED}, "mqtt3.1.1": {Level.UNSUPPORTED}, "amqp10": {Level.UNSUPPORTED}}
+                "mqtt5": {Level.EMULATED}, "mqtt3.1.1": {Level.UNSUPPORTED}, "amqp10": {Level.UNSUPPORTED}}
     for broker, levels in expected.items():
         assert found.get(broker) == levels, (broker, found.get(broker))

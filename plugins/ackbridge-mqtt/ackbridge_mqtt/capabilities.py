@@ -77,6 +77,22 @@ REJECT_V311 = RejectOutcome(
     "whether anyone holds that topic, so without a session (declare_queue's default dead_letter=True makes one) "
     "or a subscriber the copy is DISCARDED")
 
+#: ackbridge.pipeline's back-off (tests/pipeline/test_redelivery_mqtt.py, test_killed_consumer.py).
+RETRY_V5 = emulated(
+    "a confirmed QoS 1 copy per retry, to the topic QUEUE.retry.<level> with its attempt count, due time and "
+    "original queue as user properties, then the original is PUBACKed; per back-off level the pipeline declares "
+    "a persistent session for that topic (and one for its /dlq topic), and runs a pump consumer (one more "
+    "session and connection, Receive Maximum 1) that holds the head copy unacked until it is due, publishes it "
+    "back to QUEUE (confirmed) and only then PUBACKs it: each retry costs two confirmed publishes. A copy held "
+    "when the consumer dies stays in its session and comes back, attempt count kept, to the next pipeline. "
+    "Session ids derive from the topics, so one pipeline per queue at a time (a second takes the sessions over), "
+    "and Mosquitto drops copies past max_queued_messages (1000) waiting at one level")
+RETRY_V311 = unsupported(
+    "MQTT 3.1.1 carries the body only: a retry copy's attempt count, due time and original queue cannot travel, "
+    "so the pipeline could neither wait nor stop; a policy with retries is refused (use protocol=5). With "
+    "attempts=1 the failure headers cannot travel either: the header-carrying dead-letter copy is refused "
+    "before sending and the original is rejected, its body alone going to dead_letter_topic")
+
 CAPABILITIES_V5 = Capabilities(
     broker="mqtt5",
     verbs={
@@ -106,9 +122,7 @@ CAPABILITIES_V5 = Capabilities(
     confirm_durability=DURABILITY,
     reject_outcome=REJECT_V5,
     source_patterns=SOURCE_PATTERNS,
-    delayed_retry=unsupported("not verified: ackbridge.pipeline's delay topics ran once by hand on Mosquitto 2.0 "
-                              "but no test checks them (Mosquitto tells no queue depth to assert on); a policy "
-                              "with retries is refused (attempts=1 dead-letters with reasons)"),
+    delayed_retry=RETRY_V5,
     requeue_bound=("consume(max_deliveries=N) dead-letters a message delivered more than N times (the attempt "
                    "count travels with each requeued copy); retry_topic sends requeued copies to another topic"),
 )
@@ -140,9 +154,7 @@ CAPABILITIES_V311 = Capabilities(
     confirm_durability=DURABILITY,
     reject_outcome=REJECT_V311,
     source_patterns=SOURCE_PATTERNS,
-    delayed_retry=unsupported("not verified: ackbridge.pipeline's delay topics ran once by hand on Mosquitto 2.0 "
-                              "but no test checks them (Mosquitto tells no queue depth to assert on); a policy "
-                              "with retries is refused (attempts=1 dead-letters with reasons)"),
+    delayed_retry=RETRY_V311,
     requeue_bound=("MQTT 3.1.1 carries no delivery count, so max_deliveries is unsupported: reject a message "
                    "that was redelivered (delivery.redelivered) instead of requeueing it, or use protocol=5 and "
                    "consume(max_deliveries=N)"),

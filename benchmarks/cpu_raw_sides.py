@@ -1,0 +1,206 @@
+"""Raw-client sides the older benchmarks lack, each the fastest correct code a user would write.
+
+Each times its work between two ``CLOCK.perf_counter()`` calls (benchmarks/cpu_clock.py),
+after its own set-up, as the older benchmarks' functions do.
+
+* RabbitMQ consume: pika ``SelectConnection``, ``basic_consume``, ``basic_ack`` per message.
+* NATS JetStream consume: pull requests published by hand on a subscribed inbox, as
+  plugins/ackbridge-nats (receiving.py) pulls: a callback per message on nats-py's
+  subscription task, ``+ACK`` published per message, more credit asked for when half
+  is used. ``fetch()`` starts a task and a future per message; this does not.
+* RabbitMQ streams: rstream ``Producer.send_batch`` with a confirm callback, ``window``
+  in flight; ``Consumer.subscribe`` decoding AMQP 1.0 (as ackbridge does), the offset
+  stored every ``STORE_EVERY`` messages and at the end.
+* Embedded: sqlite3 with the local broker's pragmas, the same inserts (a transaction
+  per window, fsynced) and deletes (a transaction per prefetch batch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from typing import Any
+
+import pika
+import rabbitmq_bench as rb
+from cpu_clock import CLOCK
+from nats.aio.client import Client
+from nats_bench import PREFETCH as NATS_PREFETCH
+from nats_bench import _fill as nats_fill
+from nats_bench import _new_queue as nats_new_queue
+from rstream import (
+    AMQPMessage,
+    ConfirmationStatus,
+    Consumer,
+    ConsumerOffsetSpecification,
+    OffsetType,
+    Producer,
+    amqp_decoder,
+)
+
+from ackbridge_nats.naming import DEFAULT_DURABLE, stream_name
+
+BODY = rb.BODY
+STREAM_HOST, STREAM_PORT = "127.0.0.1", 5552
+STORE_EVERY = 100
+
+
+def pika_select_consume(queue: str, n: int, prefetch: int) -> None:
+    """Consume *n* from a filled *queue*, acking each delivery on pika's I/O loop."""
+    state = {"got": 0}
+
+    def on_message(ch: Any, method: Any, _props: Any, _body: bytes) -> None:
+        if state["got"] == 0:
+            CLOCK.perf_counter()
+        ch.basic_ack(method.delivery_tag)
+        state["got"] += 1
+        if state["got"] == n:
+            CLOCK.perf_counter()
+            conn.close()
+
+    def on_channel(ch: Any) -> None:
+        ch.basic_qos(prefetch_count=prefetch,
+                     callback=lambda _f: ch.basic_consume(queue, on_message, auto_ack=False))
+
+    conn = pika.SelectConnection(rb.params(), on_open_callback=lambda c: c.channel(on_open_callback=on_channel),
+                                 on_close_callback=lambda c, r: c.ioloop.stop())
+    conn.ioloop.start()
+    assert state["got"] == n
+
+
+async def nats_pull_consume(nc: Client, m: int, expires: float = 1.0) -> None:
+    """Drain *m* from a new, filled JetStream queue by hand-made pull requests."""
+    subject = await nats_new_queue(nc)
+    await nats_fill(nc, subject, m)
+    stream = stream_name(subject)
+    next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{DEFAULT_DURABLE}"
+    inbox = nc.new_inbox()
+    done = asyncio.Event()
+    state = {"got": 0, "requested": 0}
+    expires_ns = int(expires * 1e9)
+
+    async def top_up() -> None:
+        free = NATS_PREFETCH - state["requested"]
+        if free >= NATS_PREFETCH // 2:
+            state["requested"] += free
+            await nc.publish(next_subject, json.dumps({"batch": free, "expires": expires_ns}).encode(), reply=inbox)
+
+    async def on_msg(msg: Any) -> None:
+        if not msg.reply:  # a status: the request ended (408) with its unused credit
+            unused = int((msg.headers or {}).get("Nats-Pending-Messages", "0") or 0)
+            state["requested"] = max(0, state["requested"] - unused) if unused else 0
+            await top_up()
+            return
+        state["requested"] -= 1
+        await nc.publish(msg.reply, b"+ACK")
+        state["got"] += 1
+        if state["got"] == m:
+            CLOCK.perf_counter()
+            done.set()
+            return
+        await top_up()
+
+    sub = await nc.subscribe(inbox, cb=on_msg)
+    CLOCK.perf_counter()
+    await top_up()
+    await asyncio.wait_for(done.wait(), 120)
+    await sub.unsubscribe()
+    await nc.jsm().delete_stream(stream)
+
+
+async def rstream_publish(stream: str, n: int, window: int) -> None:
+    """Publish *n* AMQP 1.0 messages to *stream* with at most *window* unconfirmed."""
+    producer = Producer(STREAM_HOST, STREAM_PORT, username="guest", password="guest")
+    await producer.start()
+    state = {"confirmed": 0}
+    room = asyncio.Event()
+
+    def on_confirm(status: ConfirmationStatus) -> None:
+        assert status.is_confirmed, "a publish was refused"
+        state["confirmed"] += 1
+        room.set()
+
+    try:
+        await producer.send_batch(stream, [AMQPMessage(body=BODY)])  # declares the publisher: not timed
+        CLOCK.perf_counter()
+        sent = 0
+        while sent < n:
+            while sent - state["confirmed"] > window // 2:
+                room.clear()
+                await room.wait()
+            # New objects each time: rstream writes each one's publishing id into it.
+            batch = [AMQPMessage(body=BODY) for _ in range(min(window // 2, n - sent))]
+            await producer.send_batch(stream, batch, on_publish_confirm=on_confirm)
+            sent += len(batch)
+        while state["confirmed"] < n:
+            room.clear()
+            await room.wait()
+        CLOCK.perf_counter()
+    finally:
+        await producer.close()
+
+
+async def rstream_consume(stream: str, n: int, reference: str = "raw-bench") -> None:
+    """Read *n* records from the start of *stream*, decoding each, storing the offset as it goes."""
+    consumer = Consumer(STREAM_HOST, STREAM_PORT, username="guest", password="guest")
+    await consumer.start()
+    done = asyncio.Event()
+    state = {"got": 0}
+
+    async def on_message(_message: Any, context: Any) -> None:
+        state["got"] += 1
+        if state["got"] % STORE_EVERY == 0 or state["got"] == n:
+            await consumer.store_offset(stream, reference, context.offset)
+        if state["got"] == n:
+            CLOCK.perf_counter()
+            done.set()
+
+    try:
+        CLOCK.perf_counter()
+        await consumer.subscribe(stream, on_message, decoder=amqp_decoder, subscriber_name=reference,
+                                 offset_specification=ConsumerOffsetSpecification(OffsetType.FIRST, None))
+        await asyncio.wait_for(done.wait(), 120)
+    finally:
+        await consumer.close()
+
+
+def _sqlite(path: str, synchronous: str) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute(f"PRAGMA synchronous={synchronous}")
+    db.execute("CREATE TABLE IF NOT EXISTS messages (id INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, "
+               "body BLOB NOT NULL, props TEXT NOT NULL, owner TEXT)")
+    db.execute("CREATE INDEX IF NOT EXISTS messages_ready ON messages(queue, owner, id)")
+    return db
+
+
+def sqlite_insert(path: str, n: int, window: int) -> None:
+    """*n* rows, a fsynced transaction per *window* (the confirm of a durable publish)."""
+    db = _sqlite(path, "FULL")
+    CLOCK.perf_counter()
+    for start in range(0, n, window):
+        db.execute("BEGIN")
+        db.executemany("INSERT INTO messages(queue, body, props) VALUES ('q', ?, '{}')",
+                       ((BODY,) for _ in range(min(window, n - start))))
+        db.execute("COMMIT")
+    CLOCK.perf_counter()
+    db.close()
+
+
+def sqlite_take_delete(path: str, n: int, prefetch: int) -> None:
+    """Take *prefetch* rows at a time (leased to an owner), then delete each one (its ack)."""
+    db = _sqlite(path, "NORMAL")
+    CLOCK.perf_counter()
+    done = 0
+    while done < n:
+        db.execute("BEGIN")
+        rows = db.execute("UPDATE messages SET owner='me' WHERE id IN (SELECT id FROM messages WHERE queue='q' "
+                          "AND owner IS NULL ORDER BY id LIMIT ?) RETURNING id, body", (prefetch,)).fetchall()
+        db.execute("COMMIT")
+        db.execute("BEGIN")
+        db.executemany("DELETE FROM messages WHERE owner='me' AND id=?", ((row[0],) for row in rows))
+        db.execute("COMMIT")
+        done += len(rows)
+    CLOCK.perf_counter()
+    db.close()

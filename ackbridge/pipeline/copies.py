@@ -28,27 +28,35 @@ class FinishedAttempts:
     the oldest set is forgotten whole. Nothing is evicted pair by pair, and only that
     rotation takes the lock: one set operation is atomic under the interpreter lock,
     and a pair added while another thread rotates lands in a set that is still asked.
+
+    A first attempt (nearly every delivery) is kept as its bare message id, any later
+    one as an (id, attempt) tuple: a str never equals a tuple, so the pairs stay
+    apart, and a str is not tracked by the cyclic garbage collector. A tuple kept per
+    delivery was: each one counted towards the next collection (plain consume frees
+    what it allocates and counts about nothing), so the window set off collections,
+    full ones included, in proportion to the messages. On RabbitMQ that was half of
+    the pipeline's instructions per message (benchmarks/pipeline_bench.py).
     """
 
     __slots__ = ("_current", "_lock", "_previous", "size")
 
     def __init__(self, size: int = WINDOW) -> None:
         self.size = size
-        self._current: set[tuple[str, int]] = set()
-        self._previous: set[tuple[str, int]] = set()
+        self._current: set[str | tuple[str, int]] = set()
+        self._previous: set[str | tuple[str, int]] = set()
         self._lock = threading.Lock()
 
     def finished(self, message_id: str | None, attempt: int) -> bool:
         if message_id is None:
             return False
-        pair = (message_id, attempt)
-        return pair in self._current or pair in self._previous
+        key = message_id if attempt == 1 else (message_id, attempt)
+        return key in self._current or key in self._previous
 
     def finish(self, message_id: str | None, attempt: int) -> None:
         if message_id is None:
             return
         current = self._current
-        current.add((message_id, attempt))
+        current.add(message_id if attempt == 1 else (message_id, attempt))
         if len(current) >= self.size:
             with self._lock:
                 if self._current is current:  # not rotated by another thread meanwhile

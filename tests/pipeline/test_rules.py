@@ -119,3 +119,20 @@ def test_every_shipped_adapter_declares_delayed_retry() -> None:
                 "mqtt5": {Level.EMULATED}, "mqtt3.1.1": {Level.UNSUPPORTED}, "amqp10": {Level.UNSUPPORTED}}
     for broker, levels in expected.items():
         assert found.get(broker) == levels, (broker, found.get(broker))
+
+
+def test_the_finished_window_keeps_first_attempts_untracked_and_apart_from_later_ones() -> None:
+    """A first attempt is kept as its bare id (the collector does not track a str: one tracked
+    tuple per delivery set off collections in proportion to the messages), a later one as a pair."""
+    import gc
+
+    from ackbridge.pipeline.copies import FinishedAttempts
+
+    window = FinishedAttempts(size=100)
+    window.finish("m", 1)
+    assert window.finished("m", 1) and not window.finished("m", 2)
+    window.finish("m", 2)
+    assert window.finished("m", 2) and not window.finished("n", 1)
+    firsts = [key for key in window._current if isinstance(key, str)]
+    assert firsts == ["m"], window._current
+    assert not any(gc.is_tracked(key) for key in firsts)

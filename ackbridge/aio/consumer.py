@@ -20,7 +20,7 @@ from ackbridge.errors import AckbridgeError, ConfigurationError, StaleDeliveryEr
 from ackbridge.kernel.guaranteed import ConsumerGuard
 from ackbridge.kernel.interruptions import DRAIN_S, interrupted
 from ackbridge.kernel.settlement import BatchResult, Ledger
-from ackbridge.messages import InboundMessage, WireSettle, WireVerb
+from ackbridge.messages import ACK, InboundMessage, WireSettle, WireVerb
 
 if TYPE_CHECKING:
     from ackbridge.aio.connection import AsyncConnection
@@ -40,7 +40,7 @@ class AsyncDelivery(DeliveryBase, contract.AsyncDelivery):
     _consumer: AsyncConsumer
 
     async def ack(self) -> None:
-        await self._consumer._settle(self, WireVerb.ACK)
+        await self._consumer._settle(self, ACK)
 
     async def requeue(self) -> None:
         await self._consumer._settle(self, WireVerb.REQUEUE)

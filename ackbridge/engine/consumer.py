@@ -15,8 +15,8 @@ from ackbridge.errors import AckbridgeError, SettlementError
 from ackbridge.kernel.guaranteed import ConsumerGuard
 from ackbridge.kernel.labels import requested_labels
 from ackbridge.kernel.requeue_loops import RequeueWatch, warn_loop
-from ackbridge.kernel.settlement import BatchResult, Ledger, Record, State
-from ackbridge.messages import InboundMessage, WireSettle, WireVerb
+from ackbridge.kernel.settlement import PENDING, BatchResult, Ledger, Record, State
+from ackbridge.messages import ACK, REQUEUE, InboundMessage, WireSettle, WireVerb
 from ackbridge.observability.logs import delivery_fields
 
 log = logging.getLogger("ackbridge")
@@ -145,13 +145,12 @@ class ConsumerBase(contract.ConsumerView):
 
     def _decide(self, record: Record, verb: WireVerb) -> list[WireSettle]:
         """Settle *record* in the ledger (raises if it may not be); the ops to send."""
-        # WireVerb.ACK read once per message: Python 3.11 reads an enum member through EnumType.__getattr__.
-        if not (ack := verb is WireVerb.ACK):  # every broker acks; only requeue/reject need the table
+        if not (ack := verb is ACK):  # every broker acks; only requeue/reject need the table
             plans.require_verb(self._connection.capabilities, verb)
         ops = self._ledger.settle(record, verb)
         if self._guard is not None:
             self._guard.acked((record.message,), ack)
-        if not ack and verb is WireVerb.REQUEUE and self._requeues is not None:
+        if not ack and verb is REQUEUE and self._requeues is not None:
             self._watch_requeue(record.message)
         return ops
 
@@ -339,7 +338,7 @@ class DeliveryBase(contract.DeliveryView):
 
     @property
     def settled(self) -> bool:
-        return self._record.state is not State.PENDING
+        return self._record.state is not PENDING
 
     def __repr__(self) -> str:
         return (

@@ -22,7 +22,7 @@ from ackbridge.kernel import guaranteed
 from ackbridge.kernel.backoff import Backoff
 from ackbridge.kernel.labels import BROKER_PERSISTED, REQUESTED_ACKS_HEADER, AckCollector
 from ackbridge.keywords import PublishOptions
-from ackbridge.messages import ConfirmOutcome, ConfirmStatus, OutboundMessage, refused, unknown, unsent
+from ackbridge.messages import STATUS_UNKNOWN, ConfirmOutcome, OutboundMessage, refused, unknown, unsent
 
 if TYPE_CHECKING:
     from ackbridge.engine.connection import ConnectionBase
@@ -269,7 +269,7 @@ class PublisherBase:
                 self.retransmitted += 1
                 if self._observer is not None:
                     self._observer.retransmitted(attempts.destination)
-            if final is not None and final.status is not ConfirmStatus.UNKNOWN:
+            if final is not None and final.status is not STATUS_UNKNOWN:
                 self._backoff.reset()  # the broker answers again: retransmit promptly next time
         if final is not None and self._observer is not None:
             self._observed(confirm, final)
@@ -279,7 +279,7 @@ class PublisherBase:
         """Record *confirm*'s final outcome: the counter, the broker's answer time
         (its last send was ``confirm_timeout`` before its deadline) and the span."""
         assert self._observer is not None
-        answered = final.status is not ConfirmStatus.UNKNOWN
+        answered = final.status is not STATUS_UNKNOWN
         self._observer.published(confirm._destination, final,
                                  confirm._deadline - self._confirm_timeout if answered else None)
         span, confirm._span = confirm._span, None

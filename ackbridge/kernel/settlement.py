@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from ackbridge.capabilities import Capabilities, Level, Verb
 from ackbridge.errors import AlreadySettledError
 from ackbridge.kernel.generations import closed_error, stale_error
-from ackbridge.messages import InboundMessage, WireSettle, WireVerb
+from ackbridge.messages import ACK, InboundMessage, WireSettle, WireVerb
 
 if TYPE_CHECKING:
     from ackbridge.observability.metrics import SubscriptionObserver
@@ -40,6 +40,8 @@ class State(enum.StrEnum):
     REJECTED = "rejected"
 
 
+#: Read per message (messages.ACK says why not ``State.PENDING``).
+PENDING = State.PENDING
 _VERB_STATE = {WireVerb.ACK: State.ACKED, WireVerb.REQUEUE: State.REQUEUED, WireVerb.REJECT: State.REJECTED}
 _STATE_VERB = {state: verb for verb, state in _VERB_STATE.items()}
 
@@ -204,7 +206,7 @@ class Ledger:
     # ---- decisions ----------------------------------------------------------
     def check(self, record: Record) -> None:
         """Raise if *record* may not be settled; nothing is changed."""
-        if record.state is not State.PENDING:
+        if record.state is not PENDING:
             raise AlreadySettledError(
                 f"delivery {record.message.message_id or record.seq} from {record.message.source!r} "
                 f"was already {record.state.value}; nothing was sent"
@@ -238,10 +240,10 @@ class Ledger:
                 return [op, *self._release_ordered_prefix()]
         if self._ordered:
             # Acks may wait for a conflated flush; requeue/reject release the prefix now.
-            if verb is WireVerb.ACK and self._conflating:
+            if verb is ACK and self._conflating:
                 return self._buffer_acks(1)
             return self._release_ordered_prefix()
-        if verb is not WireVerb.ACK:
+        if verb is not ACK:
             del self._outstanding[record.seq]
             return [self._op(record)]
         if not self._conflating:

@@ -19,7 +19,7 @@ from ackbridge.errors import AckbridgeError, ConfigurationError, StaleDeliveryEr
 from ackbridge.kernel.guaranteed import ConsumerGuard
 from ackbridge.kernel.interruptions import DRAIN_S, interrupted
 from ackbridge.kernel.settlement import BatchResult, Ledger, Record
-from ackbridge.messages import InboundMessage, WireSettle, WireVerb
+from ackbridge.messages import ACK, InboundMessage, WireSettle, WireVerb
 
 if TYPE_CHECKING:
     from ackbridge.sync.connection import Connection
@@ -44,7 +44,7 @@ class Delivery(DeliveryBase, contract.Delivery):
         self._consumer = consumer
 
     def ack(self) -> None:
-        self._consumer._settle(self, WireVerb.ACK)
+        self._consumer._settle(self, ACK)
 
     def requeue(self) -> None:
         self._consumer._settle(self, WireVerb.REQUEUE)

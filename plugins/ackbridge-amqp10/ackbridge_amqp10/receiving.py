@@ -24,7 +24,7 @@ from typing import Any
 from proton import Condition, Delivery, Endpoint
 
 from ackbridge.kernel.backoff import Backoff
-from ackbridge.messages import WireSettle, WireVerb
+from ackbridge.messages import ACK, REJECT, WireSettle
 from ackbridge.transport import TransportEvents
 from ackbridge_amqp10 import codec
 from ackbridge_amqp10.container import ContainerThread
@@ -281,9 +281,9 @@ class Receiving:
             if found is None:
                 continue  # its link is gone; the broker returns it
             delivery, sub, receiver = found
-            if op.verb is WireVerb.ACK:
+            if op.verb is ACK:
                 delivery.update(Delivery.ACCEPTED)
-            elif op.verb is WireVerb.REJECT:
+            elif op.verb is REJECT:
                 delivery.update(Delivery.REJECTED)
             elif modified:
                 delivery.local.failed = True

@@ -25,7 +25,7 @@ from paho.mqtt.enums import MQTTErrorCode
 from paho.mqtt.reasoncodes import ReasonCode
 
 from ackbridge.kernel.generations import check_ops
-from ackbridge.messages import InboundMessage, WireSettle, WireVerb
+from ackbridge.messages import ACK, REJECT, REQUEUE, InboundMessage, WireSettle
 from ackbridge.transport import TransportEvents
 from ackbridge.urls import BrokerURL
 from ackbridge_mqtt import codec, limits
@@ -117,7 +117,7 @@ class Receiver:
     def drain(self) -> None:
         while self.queue and self.blocked_on is None:
             op = self.queue[0]
-            if op.verb is WireVerb.ACK:
+            if op.verb is ACK:
                 self.queue.popleft()
                 self.ack(op)
                 continue
@@ -155,21 +155,21 @@ class Receiver:
         message = op.message
         assert message is not None, "requeue/reject ops carry the original message"
         topic = message.routing_key or message.source
-        if op.verb is WireVerb.REJECT:
+        if op.verb is REJECT:
             target = dead_letter_topic(s.dead_letter_template, topic)
         else:
             target = s.retry_target(topic)
         props = None
         if self._v5:
             extra = {codec.ATTEMPT_KEY: str(message.delivery_count or 1)}
-            if op.verb is WireVerb.REJECT:
+            if op.verb is REJECT:
                 extra[codec.DEAD_LETTERED_FROM_KEY] = topic
             props = codec.publish_properties(
                 headers=message.headers, message_id=message.message_id, correlation_id=message.correlation_id,
                 reply_to=message.reply_to, content_type=message.content_type, timestamp=message.timestamp,
                 extra=extra,
             )
-        if not self._v5 and op.verb is WireVerb.REQUEUE:
+        if not self._v5 and op.verb is REQUEUE:
             self._requeued.remember(target, message.body)
         # Always QoS 1: the original is PUBACKed only once the broker has the copy.
         info = self._client.publish(target, message.body, qos=1, properties=props)
@@ -265,7 +265,7 @@ class Receiving:
             link.stop()
 
     def settle(self, ops: Sequence[WireSettle]) -> None:
-        if len(ops) == 1 and ops[0].verb is WireVerb.ACK and self._ack_now(ops[0]):
+        if len(ops) == 1 and ops[0].verb is ACK and self._ack_now(ops[0]):
             return
         first = ops[0].subscription if ops else ""
         if all(op.subscription == first for op in ops):

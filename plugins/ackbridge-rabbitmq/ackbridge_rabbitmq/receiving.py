@@ -37,7 +37,7 @@ from pika.channel import Channel
 
 from ackbridge.errors import ConnectionLostError, StaleDeliveryError, SubscriptionCancelledError
 from ackbridge.kernel.generations import check_ops
-from ackbridge.messages import WireSettle, WireVerb
+from ackbridge.messages import ACK, REQUEUE, WireSettle
 from ackbridge_rabbitmq.codec import inbound
 from ackbridge_rabbitmq.errors import channel_error
 from ackbridge_rabbitmq.io_thread import Fut, emit
@@ -263,9 +263,9 @@ class Subscriptions:
             channels.append(ch)
         for op, ch in zip(ops, channels, strict=True):
             tag = int(op.wire_tag)  # type: ignore[call-overload]
-            if op.verb is WireVerb.ACK:
+            if op.verb is ACK:
                 ch.basic_ack(tag, multiple=op.multiple)
-            elif op.verb is WireVerb.REQUEUE:
+            elif op.verb is REQUEUE:
                 ch.basic_nack(tag, multiple=op.multiple, requeue=True)
             else:
                 ch.basic_reject(tag, requeue=False)

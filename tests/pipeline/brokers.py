@@ -15,7 +15,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -113,3 +113,29 @@ def raw_dead_letter(queue: str) -> tuple[bytes, dict[str, Any]]:
         return body, dict(properties.headers or {})
     finally:
         connection.close()
+
+
+def failing_twice(runs: list[tuple[float, Any]], ids: list[str | None]) -> Callable[[Any], None]:
+    """A handler that notes each run (its time and attempt header, the delivery's id) and
+    raises on the first two: the "fails twice, then succeeds" case of every broker's test."""
+    from ackbridge.pipeline import ATTEMPT
+
+    def handler(delivery: Any) -> None:
+        runs.append((time.monotonic(), delivery.headers.get(ATTEMPT)))
+        ids.append(delivery.message_id)
+        if len(runs) < 3:
+            raise ValueError(f"not yet ({len(runs)})")
+
+    return handler
+
+
+def failing_twice_async(runs: list[tuple[float, Any]]) -> Callable[[Any], Awaitable[None]]:
+    """:func:`failing_twice` for the asyncio pipeline."""
+    ids: list[str | None] = []
+    handler = failing_twice(runs, ids)
+
+    async def run(delivery: Any) -> None:
+        handler(delivery)
+
+    return run
+

@@ -12,7 +12,6 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -31,7 +30,7 @@ from ackbridge.pipeline import (
 )
 from ackbridge.pipeline.headers import epoch_of
 from ackbridge.pipeline.sync import Pipeline
-from tests.pipeline.brokers import BROKERS, Broker, broker, queue_name, raw_dead_letter, wait_for
+from tests.pipeline.brokers import BROKERS, Broker, broker, failing_twice, queue_name, raw_dead_letter, wait_for
 
 TOLERANCE = 0.05
 SCHEDULE = Schedule.explicit([0.4, 0.8])
@@ -54,11 +53,7 @@ def test_fails_twice_then_succeeds_runs_three_times_on_schedule(where: str) -> N
         runs: list[tuple[float, Any]] = []
         ids: list[str | None] = []
 
-        def handler(delivery: Any) -> None:
-            runs.append((time.monotonic(), delivery.headers.get(ATTEMPT)))
-            ids.append(delivery.message_id)
-            if len(runs) < 3:
-                raise ValueError(f"not yet ({len(runs)})")
+        handler = failing_twice(runs, ids)
 
         try:
             with Pipeline(conn, queue, policy=policy) as pipeline:

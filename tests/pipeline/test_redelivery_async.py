@@ -14,7 +14,7 @@ import pytest
 import ackbridge
 from ackbridge.pipeline import ATTEMPT, FAILURE_REASON, ORIGINAL_QUEUE, RedeliveryPolicy, Schedule
 from ackbridge.pipeline.aio import Pipeline
-from tests.pipeline.brokers import BROKERS, Broker, broker, queue_name, raw_dead_letter
+from tests.pipeline.brokers import BROKERS, Broker, broker, failing_twice_async, queue_name, raw_dead_letter
 from tests.pipeline.test_redelivery import SCHEDULE, TOLERANCE, _check_failure_headers
 
 
@@ -57,10 +57,7 @@ async def test_async_fails_twice_then_succeeds_on_schedule(where: str) -> None:
             policy = RedeliveryPolicy(attempts=4, schedule=SCHEDULE)
             runs: list[tuple[float, Any]] = []
 
-            async def handler(delivery: Any) -> None:
-                runs.append((time.monotonic(), delivery.headers.get(ATTEMPT)))
-                if len(runs) < 3:
-                    raise ValueError("not yet")
+            handler = failing_twice_async(runs)
 
             try:
                 async with Pipeline(conn, queue, policy=policy) as pipeline:

@@ -28,7 +28,7 @@ from ackbridge.pipeline import ATTEMPT, RedeliveryPolicy, Schedule
 from ackbridge.pipeline.aio import Pipeline as AsyncPipeline
 from ackbridge.pipeline.sync import Pipeline
 from tests.conftest import require_port
-from tests.pipeline.brokers import queue_name, wait_for
+from tests.pipeline.brokers import failing_twice, failing_twice_async, queue_name, wait_for
 from tests.pipeline.mqtt_sessions import URLS, Held, held_by_every_session
 from tests.pipeline.test_dead_letter_headers_raw import BODY, MESSAGE_ID, _check_header_set
 from tests.pipeline.test_redelivery import SCHEDULE, TOLERANCE
@@ -79,11 +79,7 @@ def test_mqtt5_fails_twice_then_succeeds_runs_three_times_on_schedule() -> None:
         runs: list[tuple[float, Any]] = []
         ids: list[str | None] = []
 
-        def handler(delivery: Any) -> None:
-            runs.append((time.monotonic(), delivery.headers.get(ATTEMPT)))
-            ids.append(delivery.message_id)
-            if len(runs) < 3:
-                raise ValueError(f"not yet ({len(runs)})")
+        handler = failing_twice(runs, ids)
 
         try:
             with Pipeline(conn, queue, policy=TWICE) as pipeline:
@@ -138,10 +134,7 @@ async def test_mqtt5_async_fails_twice_then_succeeds_on_schedule() -> None:
         await conn.declare_queue(queue)
         runs: list[tuple[float, Any]] = []
 
-        async def handler(delivery: Any) -> None:
-            runs.append((time.monotonic(), delivery.headers.get(ATTEMPT)))
-            if len(runs) < 3:
-                raise ValueError("not yet")
+        handler = failing_twice_async(runs)
 
         try:
             async with AsyncPipeline(conn, queue, policy=TWICE) as pipeline:

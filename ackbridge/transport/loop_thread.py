@@ -8,8 +8,11 @@ per connection (as paho and proton run theirs). Steps that wait for the broker
 (open, declare, subscribe, topology) are run there and waited for. ``settle``
 and ``publish`` never wait: they are checked on the caller's thread (stale
 generation, bad headers), put on one queue in call order, and one drain task
-on the loop writes them; a settlement that loses the race with a loss there is
-dropped, not applied (the transport contract's rule). ``unsubscribe`` goes
+on the loop writes them, for the transport's life. Items queued while the drain
+has not yet found the queue empty share its wake-up (a write to the loop's
+self-pipe); consecutive settlements go out in one ``settle_async`` call. A
+settlement that loses the race with a loss there is dropped, not applied (the
+transport contract's rule). ``unsubscribe`` goes
 through the same queue, so an ack given before it leaves before the consumer
 ends. Called on the I/O thread itself (a handler acking inside ``deliver``)
 they queue the same way and return.
@@ -161,7 +164,12 @@ class LoopThreadTransport(ForwardedFaults, SyncTransport):
         self._thread = self._io.thread
         self._queue: collections.deque[tuple[Any, ...]] = collections.deque()
         self._queue_lock = threading.Lock()
-        self._draining = False
+        #: Set by the enqueue that sends a wake-up, cleared by the drain only when it finds
+        #: the queue empty (both under _queue_lock): meanwhile no other wake-up is sent.
+        self._awake = False
+        #: On the loop only: the drain task, and the future it sleeps on when the queue is empty.
+        self._drainer: asyncio.Task[None] | None = None
+        self._waiter: asyncio.Future[None] | None = None
         self._closed = False
 
     def __repr__(self) -> str:
@@ -216,8 +224,20 @@ class LoopThreadTransport(ForwardedFaults, SyncTransport):
         self._stop_loop()
 
     async def _close_after_drain(self) -> None:
-        await self._drain()
-        await self.inner.close_async()
+        # What was queued before close() is written first, in order. What comes while the
+        # inner transport closes is still taken (written, or refused as on a lost connection)
+        # until the last mark, where the drain ends: no task is left on the loop it stops.
+        await self._mark(last=False)
+        try:
+            await self.inner.close_async()
+        finally:
+            await self._mark(last=True)
+
+    async def _mark(self, *, last: bool) -> None:
+        """Queue a mark and wait until the drain reaches it (all queued before it written)."""
+        reached: asyncio.Future[None] = self.loop.create_future()
+        self._enqueue(("x", reached, last))
+        await reached
 
     def _stop_loop(self) -> None:
         # Closed (its self-pipe sockets released); a late call from a fault seam or a
@@ -286,49 +306,93 @@ class LoopThreadTransport(ForwardedFaults, SyncTransport):
     def _enqueue(self, item: tuple[Any, ...]) -> None:
         with self._queue_lock:
             self._queue.append(item)
-            if self._draining:
-                return
-            self._draining = True
+            if self._awake:
+                return  # the drain has not yet seen the queue empty: it takes this one too
+            self._awake = True
+        # The one wake-up of a burst: a write to the loop's self-pipe from another thread.
         try:
-            self.loop.call_soon_threadsafe(self._start_drain)
+            if self._on_io_thread():
+                self.loop.call_soon(self._wake)
+            else:
+                self.loop.call_soon_threadsafe(self._wake)
         except RuntimeError:
             if not self.loop.is_closed():
                 raise
             # Closed: the item stays queued and is never sent, as on a stopped loop.
 
-    def _start_drain(self) -> None:
-        self.inner.spawn(self._drain())
+    def _wake(self) -> None:
+        # On the loop. The first wake-up starts the drain; each later one ends its wait.
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            if not waiter.done():
+                waiter.set_result(None)
+        elif self._drainer is None:
+            self._drainer = self.loop.create_task(self._drain())
 
     async def _drain(self) -> None:
+        """The one writer of queued items, in call order, for the transport's life: it
+        ends at the last mark :meth:`_close_after_drain` queues."""
         queue = self._queue
         while True:
             with self._queue_lock:
-                if not queue:
-                    self._draining = False
-                    return
-                item = queue.popleft()
-            kind = item[0]
-            try:
-                if kind == "s":
-                    await self.inner.settle_async(item[1])
-                elif kind == "u":
-                    try:
-                        await self.inner.unsubscribe_async(item[1])
-                    finally:
-                        item[2].set_result(None)
-                else:
-                    await self.inner.send_prepared(item[1], *item[2])
-            except StaleDeliveryError:
-                pass  # lost the race with a loss: dropped, the broker delivers it again
-            except ConnectionLostError as exc:
-                # An outage: expected, and a line per message would flood the log (the
-                # connection's loss and its reconnects are logged by the plugin).
-                log.debug("ackbridge: not sent on %s: %s", self.url.redacted, _describe(exc))
-                if kind == "p":
-                    self.events.confirm(item[1], unsent(f"not sent: {_describe(exc)}"))
-            except Exception as exc:
-                what = {"s": "settle", "u": "unsubscribe"}.get(kind, "publish")
-                log.warning("ackbridge: %s failed on the I/O thread of %s: %s", what, self.url.redacted,
-                            _describe(exc))
-                if kind == "p":
-                    self.events.confirm(item[1], unsent(f"not sent: {_describe(exc)}"))
+                items = list(queue)
+                queue.clear()
+                if not items:
+                    # Cleared only here, the queue seen empty under the lock: what is queued
+                    # after this wakes the drain, what was queued before was taken.
+                    self._awake = False
+                    waiter = self._waiter = self.loop.create_future()
+            if not items:
+                await waiter
+                continue
+            for item in _merged(items):
+                if item[0] == "x":
+                    if not item[1].done():  # a close that timed out cancelled its wait
+                        item[1].set_result(None)
+                    if item[2]:
+                        return
+                    continue
+                await self._write(item)
+
+    async def _write(self, item: tuple[Any, ...]) -> None:
+        kind = item[0]
+        try:
+            if kind == "s":
+                await self.inner.settle_async(item[1])
+            elif kind == "u":
+                try:
+                    await self.inner.unsubscribe_async(item[1])
+                finally:
+                    item[2].set_result(None)
+            else:
+                await self.inner.send_prepared(item[1], *item[2])
+        except StaleDeliveryError:
+            pass  # lost the race with a loss: dropped, the broker delivers it again
+        except ConnectionLostError as exc:
+            # An outage: expected, and a line per message would flood the log (the
+            # connection's loss and its reconnects are logged by the plugin).
+            log.debug("ackbridge: not sent on %s: %s", self.url.redacted, _describe(exc))
+            if kind == "p":
+                self.events.confirm(item[1], unsent(f"not sent: {_describe(exc)}"))
+        except Exception as exc:
+            what = {"s": "settle", "u": "unsubscribe"}.get(kind, "publish")
+            log.warning("ackbridge: %s failed on the I/O thread of %s: %s", what, self.url.redacted,
+                        _describe(exc))
+            if kind == "p":
+                self.events.confirm(item[1], unsent(f"not sent: {_describe(exc)}"))
+
+
+def _merged(items: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """*items* with each run of settlements of one generation joined into one: one
+    ``settle_async`` call writes them all. A stale generation drops its run whole,
+    as it would drop each; runs of two generations stay apart."""
+    out: list[tuple[Any, ...]] = []
+    run: list[WireSettle] = []  # the ops of out[-1] when it is a run being joined
+    for item in items:
+        ops = item[1] if item[0] == "s" else None
+        if ops and run and run[0].generation == ops[0].generation:
+            run.extend(ops)
+            continue
+        run = list(ops) if ops else []
+        out.append(("s", run) if ops else item)
+    return out

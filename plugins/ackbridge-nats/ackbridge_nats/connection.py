@@ -174,14 +174,16 @@ class NatsAsyncTransport(AsyncTransport):
     async def apply(self, client: Client, ops: Sequence[WireSettle]) -> None:
         touched: dict[str, PullSubscription] = {}
         confirms: list[Coroutine[Any, Any, Any]] = []
+        subs = self.subs
+        double_ack = self.nats.double_ack
         for op in ops:
             tag = str(op.wire_tag)
-            sub = self.subs.get(op.subscription)
+            sub = subs.get(op.subscription)
             if sub is not None:
                 sub.settled(tag)
-                touched[sub.name] = sub
+                touched[op.subscription] = sub
             if op.verb is WireVerb.ACK:
-                if self.nats.double_ack:
+                if double_ack:
                     confirms.append(client.request(tag, ACK, timeout=self.settings.connect_timeout))
                 else:
                     await client.publish(tag, ACK)
@@ -195,7 +197,8 @@ class NatsAsyncTransport(AsyncTransport):
                     log.warning("ackbridge-nats: an ack was not confirmed by the server (%s); JetStream "
                                 "redelivers the message after ack_wait if it was lost", describe(result))
         for sub in touched.values():
-            await sub.top_up()
+            if sub.credit_to_ask():
+                await sub.top_up()
 
     # ---- connection-free acks (the core checked verb and repeats: ackbridge.engine.handles) ----------
     async def settle_handles_async(self, handles: Sequence[str], verb: WireVerb) -> None:

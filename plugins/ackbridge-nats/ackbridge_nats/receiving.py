@@ -154,13 +154,23 @@ class PullSubscription:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
+    def credit_to_ask(self) -> int:
+        """The credit a pull request would ask for now: at least half of it free (or all
+        of it, no request open), else 0. Checked before :meth:`top_up` on the per-ack path
+        (no coroutine made for the many settlements that ask for nothing)."""
+        client = self.client
+        if client is None or self.closed or self.consumer_gone or not client.is_connected:
+            return 0
+        free = self.prefetch - len(self.outstanding) - self.requested
+        if free <= 0 or (self.requested and free < max(1, self.prefetch // 2)):
+            return 0
+        return free
+
     async def top_up(self) -> None:
         """Ask for more when at least half the credit (or all of it) is free."""
         client = self.client
-        if client is None or self.closed or self.consumer_gone or not client.is_connected:
-            return
-        free = self.prefetch - len(self.outstanding) - self.requested
-        if free <= 0 or (self.requested and free < max(1, self.prefetch // 2)):
+        free = self.credit_to_ask()
+        if not free or client is None:
             return
         self.requested += free
         self.last_heard = asyncio.get_running_loop().time()

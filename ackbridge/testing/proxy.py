@@ -15,12 +15,17 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+#: How long one direction may stay open after the other closed cleanly before a reset.
+_HALF_CLOSED_S = 5.0
+
 
 @dataclass
 class _Pair:
     client: asyncio.StreamWriter
     upstream: asyncio.StreamWriter
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    #: Directions whose sender closed cleanly (its FIN forwarded as a FIN).
+    ended: int = 0
 
 
 class FaultProxy:
@@ -149,7 +154,8 @@ class FaultProxy:
             while True:
                 data = await src.read(65536)
                 if not data:
-                    break
+                    self._forward_eof(dst, pair)
+                    return  # the pair lives until the other direction closes too
                 while self._blackhole or (from_target and self._hold_replies):
                     if pair not in self._pairs:
                         return  # reset while held: the held bytes are dropped
@@ -179,8 +185,29 @@ class FaultProxy:
                 await dst.drain()
         except (OSError, ConnectionError, asyncio.CancelledError):
             pass
-        finally:
-            self._abort_pair(pair)
+        self._abort_pair(pair)
+
+    def _forward_eof(self, dst: asyncio.StreamWriter, pair: _Pair) -> None:
+        # A peer's own close is passed on as a close (FIN), not a reset: a reset makes the
+        # receiving kernel drop bytes it has not yet handed to the application, so the tail
+        # of what a client wrote just before closing would never reach the broker. Faults
+        # (reset, cut_mid_frame, reset_after) abort on purpose; this is the peer's choice.
+        with contextlib.suppress(OSError, ConnectionError, RuntimeError):
+            if dst.can_write_eof():
+                dst.write_eof()
+        pair.ended += 1
+        if pair.ended == 2:
+            self._close_pair(pair)
+            return
+        # The other side normally closes in answer; one that never does is reset.
+        self._loop.call_later(_HALF_CLOSED_S, self._abort_pair, pair)
+
+    def _close_pair(self, pair: _Pair) -> None:
+        if pair in self._pairs:
+            self._pairs.remove(pair)
+        for writer in (pair.client, pair.upstream):
+            with contextlib.suppress(Exception):
+                writer.close()
 
     def _abort_pair(self, pair: _Pair) -> None:
         _abort(pair.client)

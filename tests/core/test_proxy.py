@@ -88,3 +88,32 @@ def test_held_replies_pass_requests_and_hold_answers(echo_port: int) -> None:
                 client.recv(1)
         client.settimeout(5)
         assert client.recv(1) == b"q"
+
+
+def test_a_clean_close_is_passed_on_as_a_close_with_every_byte_before_it() -> None:
+    """A peer's FIN is forwarded as a FIN, after every byte it wrote: a reset there would
+    make the receiving kernel drop what its application had not yet read (the tail of a
+    burst a client writes just before closing). The other direction stays open to answer."""
+    server = socket.create_server(("127.0.0.1", 0))
+    total = 4 * 1024 * 1024
+
+    def count_until_eof() -> None:
+        conn, _ = server.accept()
+        with conn:
+            seen = 0
+            while data := conn.recv(65536):
+                seen += len(data)
+            conn.sendall(str(seen).encode())  # after the FIN: only a half-close lets this through
+
+    threading.Thread(target=count_until_eof, daemon=True).start()
+    try:
+        with FaultProxy(server.getsockname()[1]) as proxy, contextlib.closing(
+                socket.create_connection(("127.0.0.1", proxy.port), timeout=10)) as client:
+            client.sendall(b"x" * total)
+            client.shutdown(socket.SHUT_WR)
+            answer = b""
+            while chunk := client.recv(64):
+                answer += chunk
+            assert answer == str(total).encode()
+    finally:
+        server.close()

@@ -30,6 +30,8 @@ from tests.transactional.appdb import AppDb
 ROOT = Path(__file__).resolve().parents[2]
 #: A killing life that never reaches its point (the queue ran dry) is ended and reported.
 LIFE_LIMIT_S = 180.0
+#: How long a life may take to start consuming (it prints ``up``).
+LIFE_STARTUP_S = 60.0
 #: How long the last lives may take to bring the row to its end state.
 DRAIN_LIMIT_S = 300.0
 
@@ -91,6 +93,14 @@ class _Seat:
     def stop(self) -> None:
         if self.last is None:
             return
+        # The row can be done before this life is up (the other seat drained the queue while
+        # it was still importing): SIGTERM then would end it before its handler is set (-15).
+        last, last_log = self.last, self.last_log
+        try:
+            eventually(lambda: last.poll() is not None or "up" in last_log.read_text().split(), LIFE_STARTUP_S,
+                       message=f"seat {self.index}'s last life up")
+        except AssertionError as exc:
+            self.report.errors.append(str(exc))
         self.last.send_signal(signal.SIGTERM)
         try:
             code = self.last.wait(60)

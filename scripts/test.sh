@@ -38,13 +38,14 @@ if [ "$#" -gt 0 ]; then
     run_pytest "$@"
     exit 0
 fi
-# Most tests wait on brokers and subprocesses (a run keeps the two CPUs about a quarter busy):
-# three workers on two cores. --longest-first (tests/scheduling.py) makes each test file one unit of work (its
-# module fixtures stay on one worker), splits the files of long SIGKILL tests, and starts the
-# longest units first (tests/durations.json). No test asserts a wall-clock bound, so the extra
-# load changes how long a test waits, not whether it passes. Tests that stop a broker other
-# tests share run alone afterwards.
-workers=${PYTEST_WORKERS:-3}
+# Most tests wait on brokers and subprocesses: four workers on two cores (the measured test
+# time adds up to about 80 worker-minutes; the main phase took 25 minutes on three workers,
+# 19:39 on four). --longest-first (tests/scheduling.py) makes each test file one unit of work
+# (its module fixtures stay on one worker), splits the files of long SIGKILL tests, and starts
+# the longest units first (tests/durations.json). No test asserts a wall-clock bound, so the
+# extra load changes how long a test waits, not whether it passes. Tests that stop a broker
+# other tests share run alone afterwards.
+workers=${PYTEST_WORKERS:-4}
 stamp "pytest, $workers workers"
 run_pytest -n "$workers" --longest-first -m "not stops_shared_broker and not runs_alone"
 # Meanwhile the serial tests below wait on broker restarts: the fast tier on the lowest

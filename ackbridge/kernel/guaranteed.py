@@ -130,7 +130,9 @@ class DedupeWindow:
     back, and a later requeue() would find nothing. It is handed out instead, as
     the redelivery it is (``redelivered``/``delivery_count`` say so; counted in
     ``redelivered_while_held``): at most one per ack deadline that passes while
-    the application holds an earlier delivery."""
+    the application holds an earlier delivery. A delivery is weighed only against
+    those held on its own generation: on a newer one it is the message again (the
+    held ones' generation ended, whether or not the consumer has heard so yet)."""
 
     __slots__ = ("_ids", "_inflight", "dropped", "redelivered_while_held", "size", "source")
 
@@ -140,8 +142,8 @@ class DedupeWindow:
         self.size = size
         self.source = source
         self._ids: collections.OrderedDict[str, None] = collections.OrderedDict()
-        #: Per message id, the broker ids of its deliveries handed out and not settled.
-        self._inflight: dict[str, list[Hashable | None]] = {}
+        #: Per message id, (generation, broker id) of its deliveries handed out and not settled.
+        self._inflight: dict[str, list[tuple[int, Hashable | None]]] = {}
         self.dropped = 0
         #: Deliveries of a message the application held unsettled, handed out (not acked).
         self.redelivered_while_held = 0
@@ -157,14 +159,21 @@ class DedupeWindow:
             self.dropped += 1
             return True
         held = self._inflight.get(message_id)
+        generation, broker_id = message.generation, message.broker_id
         if held is None:
-            self._inflight[message_id] = [message.broker_id]
+            self._inflight[message_id] = [(generation, broker_id)]
             return False
-        broker_id = message.broker_id
-        if broker_id is None or broker_id not in held:
+        if all(held_generation != generation for held_generation, _ in held):
+            # Every delivery of it the application holds is of an ended generation, though
+            # the loss may not have reached the consumer yet (a transport can redeliver as
+            # soon as it is back): the broker gives the message again, not a copy. Acking
+            # it would settle the only stored message while its earlier delivery is stale.
+            held.append((generation, broker_id))
+            return False
+        if broker_id is None or all(held_id != broker_id for _, held_id in held):
             self.dropped += 1
             return True
-        held.append(broker_id)
+        held.append((generation, broker_id))
         self.redelivered_while_held += 1
         if self.redelivered_while_held == 1:
             log.warning("ackbridge: %r delivered message %r again while the application holds an earlier "
@@ -172,14 +181,18 @@ class DedupeWindow:
                         "redelivery, not acked as a duplicate (logged once per consumer)", self.source, message_id)
         return False
 
-    def settled(self, message_id: str | None, acked: bool = True, broker_id: Hashable | None = None) -> None:
-        """One handed-out delivery of *message_id* (stored as *broker_id*) was settled."""
+    def settled(self, message_id: str | None, acked: bool = True, broker_id: Hashable | None = None,
+                generation: int | None = None) -> None:
+        """One handed-out delivery of *message_id* (stored as *broker_id*, delivered on
+        *generation*; None: any) was settled."""
         if message_id is None:
             return
         held = self._inflight.get(message_id)
         if held is not None:
-            if broker_id in held:
-                held.remove(broker_id)
+            for i, (held_generation, held_id) in enumerate(held):
+                if held_id == broker_id and generation in (None, held_generation):
+                    del held[i]
+                    break
             else:
                 held.pop()
             if not held:
@@ -288,7 +301,7 @@ class ConsumerGuard:
     def acked(self, messages: Iterable[InboundMessage], acked: bool = True) -> None:
         if self.dedupe is not None:
             for message in messages:
-                self.dedupe.settled(message.message_id, acked, message.broker_id)
+                self.dedupe.settled(message.message_id, acked, message.broker_id, message.generation)
 
     def unacked(self, message: InboundMessage) -> None:
         if self.dedupe is not None:

@@ -136,3 +136,23 @@ def test_the_window_acks_only_copies_stored_apart_from_what_is_held() -> None:
     window.settled("m", broker_id=("S", 7))
     assert window.seen(delivery(6, ("S", 7)))  # acked within the window: acking again loses nothing
     assert (window.dropped, window.redelivered_while_held) == (3, 2)
+
+
+def test_a_delivery_on_a_newer_generation_than_the_held_one_is_the_message_again() -> None:
+    """The core rule, I/O-free: a transport can redeliver on its new generation before the
+    consumer hears the old one ended (tests/local/test_stale_race.py, under load). With no
+    broker id, that delivery would otherwise read as a copy and be acked: the only stored
+    message settled while the application holds a stale delivery of it (a loss)."""
+    from ackbridge.kernel.guaranteed import DedupeWindow
+    from ackbridge.messages import InboundMessage
+
+    def delivery(tag: int, generation: int) -> InboundMessage:
+        return InboundMessage(tag, generation, b"", "q", message_id="m")
+
+    window = DedupeWindow(10)
+    assert not window.seen(delivery(1, 1))
+    assert not window.seen(delivery(2, 2))  # generation 1 ended: the message, handed out
+    assert window.seen(delivery(3, 2))  # a second one on generation 2: a copy stored apart
+    window.settled("m", broker_id=None, generation=2)
+    window.settled("m", acked=False, broker_id=None, generation=1)  # the stale one, refused
+    assert (window.dropped, window.redelivered_while_held) == (1, 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -10,6 +11,9 @@ from ackbridge.messages import ConfirmStatus
 from ackbridge.testing.harness import BrokerHarness, eventually
 
 GET_TIMEOUT = 15.0
+#: Beyond GET_TIMEOUT, for a released message a broker hands back only after its ack
+#: deadline (JetStream's default ack_wait is 30 s).
+REDELIVERY_SLACK = 35.0
 
 
 def body_of(tag: str) -> bytes:
@@ -54,13 +58,15 @@ class SuiteHelpers:
 
     @staticmethod
     def get_until_seen(consumer: Any, bodies: Sequence[bytes]) -> list[Any]:
-        """Deliveries until each of *bodies* arrived at least once (each get waits
-        GET_TIMEOUT). At-least-once allows a copy more: nats-server 2.9.10 was seen
-        handing one released message out twice and another only on the next pull
-        (docs/broker-quirks.md), so the next n deliveries are not always the n released."""
+        """Deliveries until each of *bodies* arrived at least once, waiting up to
+        GET_TIMEOUT plus :data:`REDELIVERY_SLACK` in all. At-least-once allows a copy
+        more: nats-server 2.9.10 was seen handing one released message out twice and
+        another only on the next pull or after ``ack_wait`` (30 s by default;
+        docs/broker-quirks.md), so the next n deliveries are not always the n released."""
         got: list[Any] = []
+        deadline = time.monotonic() + GET_TIMEOUT + REDELIVERY_SLACK
         while not set(bodies) <= {d.body for d in got}:
-            delivery = consumer.get(timeout=GET_TIMEOUT)
+            delivery = consumer.get(timeout=max(deadline - time.monotonic(), 0.1))
             missing = sorted(set(bodies) - {d.body for d in got})
             assert delivery is not None, f"{missing} did not come back ({len(got)} deliveries arrived)"
             got.append(delivery)

@@ -51,6 +51,19 @@ class Level(enum.StrEnum):
     UNSUPPORTED = "unsupported"
 
 
+class RetryMethod(enum.StrEnum):
+    """How :mod:`ackbridge.pipeline` waits out a back-off on a broker that allows a delayed retry."""
+
+    #: A confirmed copy waits in a delay queue per back-off level and is moved back when
+    #: due: the attempt count travels in the copy's headers and outlives the consumer.
+    DELAY_QUEUES = "delay queues"
+    #: The consumer keeps the failed delivery unsettled and runs the handler on it again
+    #: when due (a broker with no queue to park a copy in, or no headers to carry the
+    #: count): the count lives in the consumer's memory, and a delivery the broker takes
+    #: back (a restart, a cut connection) starts again at attempt 1.
+    HOLDING = "holding"
+
+
 @dataclass(frozen=True)
 class Support:
     """One verb's support: its level and how it is done (or why it cannot be)."""
@@ -197,9 +210,10 @@ class Capabilities:
     the broker keeps (:mod:`ackbridge.engine.leases`); unsupported unless declared.
     ``delayed_retry`` says how :mod:`ackbridge.pipeline`'s redelivery policy waits
     between attempts on this broker: native (the broker holds the copy back) or
-    emulated (a confirmed copy in a delay queue per back-off level, moved back by the
-    pipeline when due); unsupported unless declared, and then the pipeline refuses a
-    policy with more than one attempt.
+    emulated, the way ``retry_method`` says (:class:`RetryMethod`: a confirmed copy in a
+    delay queue per back-off level, moved back by the pipeline when due; or the delivery
+    held unsettled by the consumer until due); unsupported unless declared, and then the
+    pipeline refuses a policy with more than one attempt.
     ``source_patterns`` says what ``consume()`` / ``declare_queue()`` accept
     besides one queue name: None (the default) means a source names exactly
     one queue, topic or address and no character in it is a wildcard; a text
@@ -220,6 +234,7 @@ class Capabilities:
     source_patterns: str | None = None
     lease_extension: Support = NO_LEASE_EXTENSION
     delayed_retry: Support = NO_DELAYED_RETRY
+    retry_method: RetryMethod = RetryMethod.DELAY_QUEUES
 
     def __post_init__(self) -> None:
         missing = [v.value for v in Verb if v not in self.verbs]

@@ -1,12 +1,13 @@
 """The pipeline on the asyncio face: the twin of :mod:`ackbridge.pipeline.sync`, the
 same names, the waits awaited. The rules (the policy's plan, throttle, breaker) are
-the same objects; only the waiting differs.
+the same objects; only the waiting differs (a held retry waits in a task of its own).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import time
@@ -15,12 +16,13 @@ from typing import Unpack
 
 from ackbridge.aio.connection import AsyncConnection
 from ackbridge.aio.consumer import AsyncConsumer, AsyncDelivery
-from ackbridge.capabilities import Topology
+from ackbridge.capabilities import RetryMethod, Topology
 from ackbridge.errors import AckbridgeError, BrokerError, ConfigurationError, HandlerTimeoutError
 from ackbridge.keywords import ConsumeOptions
 from ackbridge.messages import ConfirmStatus
 from ackbridge.pipeline import headers as h
 from ackbridge.pipeline.copies import FinishedAttempts
+from ackbridge.pipeline.holding import Held
 from ackbridge.pipeline.policy import Exhausted, Plan, RedeliveryPolicy, Step
 from ackbridge.pipeline.report import Report
 from ackbridge.pipeline.stages import CircuitBreaker, Throttle
@@ -49,6 +51,9 @@ class Pipeline:
         self._dead_letter: str | None = None
         self._closing = asyncio.Event()
         self._consumers: list[AsyncConsumer] = []
+        #: Holding (see ackbridge.pipeline.holding): the handler and each held delivery's task.
+        self._holding: Handler | None = None
+        self._held: set[asyncio.Task[bool]] = set()
 
     # ---- public -------------------------------------------------------------
     async def consume(self, handler: Handler, **options: Unpack[ConsumeOptions]) -> AsyncConsumer:
@@ -58,13 +63,18 @@ class Pipeline:
             # Never silently weaker: a broker that cannot hold a retry back refuses the policy.
             self.connection.capabilities.require_retry()
         await self._check_dead_letter_queue()
+        if delays and self.connection.capabilities.retry_method is RetryMethod.HOLDING:
+            self._holding = handler
+            delays = []
         for name in delays:
             await self.connection.declare_queue(name)
             self._consumers.append(await self.connection.consume(name, handler=self._pump, prefetch=1))
 
-        # A lambda handing over handle()'s coroutine, not a coroutine awaiting it: one
-        # coroutine less per delivery (the consumer awaits what its handler returns).
-        main = await self.connection.consume(self.queue, handler=lambda d: self.handle(d, handler), **options)
+        # A partial handing over handle()'s coroutine, not a coroutine awaiting it: one
+        # coroutine less per delivery (the consumer awaits what its handler returns), and
+        # called from C, no lambda frame either.
+        main = await self.connection.consume(self.queue, handler=functools.partial(self.handle, handler=handler),
+                                             **options)
         self._consumers.append(main)
         return main
 
@@ -101,6 +111,10 @@ class Pipeline:
     async def close(self) -> None:
         """See :meth:`ackbridge.pipeline.sync.Pipeline.close`."""
         self._closing.set()
+        if self._held:
+            # Each wakes at once; an attempt in progress finishes first.
+            ran = await asyncio.gather(*self._held)
+            self.report.given_back(ran.count(False))
         for consumer in reversed(self._consumers):
             await consumer.close()
         self._consumers.clear()
@@ -174,17 +188,28 @@ class Pipeline:
                 await asyncio.wait_for(self._closing.wait(), seconds)
 
     # ---- the policy's steps ----------------------------------------------------
-    async def _failed(self, delivery: AsyncDelivery, exc: Exception) -> None:
-        plan = self.policy.plan(self.queue, delivery.headers, delivery.message_id, exc,
-                                dead_letter=self._dead_letter)
+    async def _failed(self, delivery: AsyncDelivery, exc: Exception, state: dict[str, object] | None = None) -> None:
+        """See the sync twin."""
+        plan = self.policy.plan(self.queue, delivery.headers if state is None else state, delivery.message_id,
+                                exc, dead_letter=self._dead_letter)
+        if plan.step is Step.RETRY and self._holding is not None:
+            if self._closing.is_set():
+                return  # left unsettled: the consumer's close gives it back
+            held = Held(time.monotonic() + plan.delay, 0, delivery, plan.headers)
+            task = asyncio.get_running_loop().create_task(self._hold(held, self._holding))
+            self._held.add(task)
+            task.add_done_callback(self._held.discard)
+            self.report.held(plan)
+            return
+        delivered_as = plan.attempt if state is None else h.attempt_of(delivery.headers)
         if plan.step is Step.DROP:
             self.report.dropped(plan)
-            self._finished.finish(delivery.message_id, plan.attempt)
+            self._finished.finish(delivery.message_id, delivered_as)
             await delivery.ack()
             return
         if await self._copy(plan, delivery.body):
             # The copy is confirmed: from here the original is a duplicate of it.
-            self._finished.finish(delivery.message_id, plan.attempt)
+            self._finished.finish(delivery.message_id, delivered_as)
             await delivery.ack()
             self.report.copied(plan)
             return
@@ -209,6 +234,34 @@ class Pipeline:
             log.error("ackbridge.pipeline: the copy of a message of %r to %r was %s (%s)", self.queue,
                       plan.destination, outcome.status.value, outcome.reason)
             return False
+        return True
+
+    async def _hold(self, held: Held, handler: Handler) -> bool:
+        """A held delivery's next attempt when due (see the sync twin's ``_retry``);
+        False when it was given back unrun."""
+        await self._wait(held.due - time.monotonic())
+        delivery: AsyncDelivery = held.delivery
+        if delivery.settled or delivery.stale or self._closing.is_set():
+            self.report.lost_hold(delivery.message_id, held.attempt, delivery.stale)
+            return False
+        if self.report.recording:
+            self.report.attempt(held.attempt)
+        try:
+            try:
+                await self._guarded(held.view(), handler)  # type: ignore[arg-type]  # a delivery in all but type
+            except Exception as exc:
+                if delivery.settled or delivery.stale:
+                    log.warning("ackbridge.pipeline: the handler of %r raised %s after settling its delivery "
+                                "itself; nothing more is done", self.queue, type(exc).__name__)
+                    return True
+                await self._failed(delivery, exc, held.headers)
+                return True
+            if not delivery.settled and not delivery.stale:
+                self._finished.finish(delivery.message_id, h.attempt_of(delivery.headers))
+                await delivery.ack()
+        except AckbridgeError as exc:
+            log.warning("ackbridge.pipeline: a held attempt of %r on %r could not be settled (%s); the broker "
+                        "delivers it again", delivery.message_id, self.queue, type(exc).__name__)
         return True
 
     async def _pump(self, delivery: AsyncDelivery) -> None:

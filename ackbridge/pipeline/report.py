@@ -55,6 +55,23 @@ class Report:
                     "to %r with the failure headers [broker %s]", plan.message_id, self.queue, plan.attempt,
                     reason, plan.destination, self.broker)
 
+    def held(self, plan: Plan) -> None:
+        self._add("retries_scheduled", **{"ackbridge.level": plan.level})
+        log.info("ackbridge.pipeline: message %r from %r failed attempt %d (%s); held unsettled, retry in %.3g s "
+                 "[broker %s]", plan.message_id, self.queue, plan.attempt, plan.headers.get(h.FAILURE_REASON, ""),
+                 plan.delay, self.broker)
+
+    def lost_hold(self, message_id: str | None, attempt: int, stale: bool) -> None:
+        if stale:
+            log.warning("ackbridge.pipeline: held message %r of %r went back to the broker before its attempt %d "
+                        "(its connection ended); it comes again as attempt 1 [broker %s]", message_id, self.queue,
+                        attempt, self.broker)
+
+    def given_back(self, count: int) -> None:
+        if count:
+            log.info("ackbridge.pipeline: closing %r gave %d held message(s) back unsettled; they come again as "
+                     "attempt 1 [broker %s]", self.queue, count, self.broker)
+
     def dropped(self, plan: Plan) -> None:
         self._dead(plan)
         log.warning("ackbridge.pipeline: message %r from %r failed its last attempt (%d): %s; dropped (the "

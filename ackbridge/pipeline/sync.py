@@ -5,24 +5,28 @@ stages in one order (outermost first): the redelivery policy, the circuit breake
 the throttle, the timeout. Each delivery is settled exactly once: by the handler,
 or by the pipeline when the handler returns (ack) or raises (a confirmed copy to a
 delay queue or the dead-letter queue, then ack). The delay queues are moved back by
-pumps, one handler consumer per back-off level (see docs/failure-policy.md).
+pumps, one handler consumer per back-off level; on a broker whose ``retry_method`` is
+holding, the failed delivery is kept unsettled and run again when due instead
+(:mod:`ackbridge.pipeline.holding`; see docs/failure-policy.md).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Unpack
 
-from ackbridge.capabilities import Topology
+from ackbridge.capabilities import RetryMethod, Topology
 from ackbridge.errors import AckbridgeError, BrokerError, ConfigurationError, HandlerTimeoutError
 from ackbridge.keywords import ConsumeOptions
 from ackbridge.messages import ConfirmStatus
 from ackbridge.pipeline import headers as h
 from ackbridge.pipeline.copies import FinishedAttempts
+from ackbridge.pipeline.holding import Held, HeldRetries
 from ackbridge.pipeline.policy import Exhausted, Plan, RedeliveryPolicy, Step
 from ackbridge.pipeline.report import Report
 from ackbridge.pipeline.stages import CircuitBreaker, Throttle
@@ -61,6 +65,7 @@ class Pipeline:
         self._closing = threading.Event()
         self._consumers: list[Consumer] = []
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._held: HeldRetries | None = None
 
     # ---- public -------------------------------------------------------------
     def consume(self, handler: Handler, **options: Unpack[ConsumeOptions]) -> Consumer:
@@ -70,11 +75,15 @@ class Pipeline:
             # Never silently weaker: a broker that cannot hold a retry back refuses the policy.
             self.connection.capabilities.require_retry()
         self._check_dead_letter_queue()
+        if delays and self.connection.capabilities.retry_method is RetryMethod.HOLDING:
+            self._held = HeldRetries(functools.partial(self._retry, handler=handler), self.queue)
+            delays = []
         for name in delays:
             # With its dead-letter companion: a copy the pump could not handle is kept, not discarded.
             self.connection.declare_queue(name)
             self._consumers.append(self.connection.consume(name, handler=self._pump, prefetch=1))
-        main = self.connection.consume(self.queue, handler=lambda d: self.handle(d, handler), **options)
+        # A partial, not a lambda: called from C, one Python frame less per delivery.
+        main = self.connection.consume(self.queue, handler=functools.partial(self.handle, handler=handler), **options)
         self._consumers.append(main)
         return main
 
@@ -110,8 +119,11 @@ class Pipeline:
 
     def close(self) -> None:
         """Stop the pumps (a copy waiting for its time goes back to its delay queue)
-        and the consumer; a run in progress finishes first."""
+        and the consumer; a run in progress finishes first. A held delivery is given
+        back unsettled with the rest."""
         self._closing.set()
+        if self._held is not None:
+            self.report.given_back(self._held.close())
         for consumer in reversed(self._consumers):
             consumer.close()
         self._consumers.clear()
@@ -186,17 +198,24 @@ class Pipeline:
             self._closing.wait(seconds)
 
     # ---- the policy's steps ----------------------------------------------------
-    def _failed(self, delivery: Delivery, exc: Exception) -> None:
-        plan = self.policy.plan(self.queue, delivery.headers, delivery.message_id, exc,
-                                dead_letter=self._dead_letter)
+    def _failed(self, delivery: Delivery, exc: Exception, state: dict[str, object] | None = None) -> None:
+        """*state*: a held delivery's retry headers (None: they are the delivery's own)."""
+        plan = self.policy.plan(self.queue, delivery.headers if state is None else state, delivery.message_id,
+                                exc, dead_letter=self._dead_letter)
+        if plan.step is Step.RETRY and self._held is not None:
+            self._held.hold(delivery, plan.headers, plan.delay)
+            self.report.held(plan)
+            return
+        # The attempt the broker's delivery is (a held one's is its first, whatever the run).
+        delivered_as = plan.attempt if state is None else h.attempt_of(delivery.headers)
         if plan.step is Step.DROP:
             self.report.dropped(plan)
-            self._finished.finish(delivery.message_id, plan.attempt)
+            self._finished.finish(delivery.message_id, delivered_as)
             delivery.ack()
             return
         if self._copy(plan, delivery.body):
             # The copy is confirmed: from here the original is a duplicate of it.
-            self._finished.finish(delivery.message_id, plan.attempt)
+            self._finished.finish(delivery.message_id, delivered_as)
             delivery.ack()
             self.report.copied(plan)
             return
@@ -224,6 +243,34 @@ class Pipeline:
                       plan.destination, outcome.status.value, outcome.reason)
             return False
         return True
+
+    def _retry(self, held: Held, handler: Handler) -> None:
+        """A held delivery's next attempt, in the holder's thread (see
+        :mod:`ackbridge.pipeline.holding`): run, then settle as :meth:`handle` does."""
+        delivery: Delivery = held.delivery
+        if delivery.settled or delivery.stale or self._closing.is_set():
+            self.report.lost_hold(delivery.message_id, held.attempt, delivery.stale)
+            return
+        if self.report.recording:
+            self.report.attempt(held.attempt)
+        try:
+            try:
+                self._guarded(held.view(), handler)  # type: ignore[arg-type]  # a Delivery in all but type
+            except Exception as exc:
+                if delivery.settled or delivery.stale:
+                    log.warning("ackbridge.pipeline: the handler of %r raised %s after settling its delivery "
+                                "itself; nothing more is done", self.queue, type(exc).__name__)
+                    return
+                self._failed(delivery, exc, held.headers)
+                return
+            if not delivery.settled and not delivery.stale:
+                # The broker's attempt (1 but for a replayed copy): its redelivery is what may come again.
+                self._finished.finish(delivery.message_id, h.attempt_of(delivery.headers))
+                delivery.ack()
+        except AckbridgeError as exc:
+            # The connection ended under the attempt: the broker has the message back.
+            log.warning("ackbridge.pipeline: a held attempt of %r on %r could not be settled (%s); the broker "
+                        "delivers it again", delivery.message_id, self.queue, type(exc).__name__)
 
     def _pump(self, delivery: Delivery) -> None:
         """A delay queue's handler: hold the head copy until it is due, then move it

@@ -4,7 +4,8 @@ test_killed_consumer.py while its retry waits in a delay queue.
 ``python failing_app.py URL QUEUE DELAY``: consumes QUEUE under a policy of 3 attempts,
 ``DELAY`` seconds apart, and writes ``failed <attempt>`` on stdout after each failure and
 ``waits <next attempt>`` once its retry copy is confirmed and the original acked (on
-MQTT the parent cannot look at the delay queue while this process holds its session).
+MQTT the parent cannot look at the delay queue while this process holds its session),
+or, where the broker's retries are held by the consumer, once the delivery is held.
 A ``close-main`` line on stdin closes the queue's consumer only (its acks read by the
 broker: an MQTT PUBACK has no answer, and one sent just before a SIGKILL can be lost)
 and is answered ``main closed``; the delay queues' pumps go on holding their copies.
@@ -32,6 +33,10 @@ class _Told(Report):
         super().copied(plan)
         if plan.step is Step.RETRY:
             print(f"waits {plan.headers[ATTEMPT]}", flush=True)
+
+    def held(self, plan: Plan) -> None:  # a broker whose retries the consumer holds
+        super().held(plan)
+        print(f"waits {plan.headers[ATTEMPT]}", flush=True)
 
 
 def main(url: str, queue: str, delay: float) -> None:

@@ -11,10 +11,10 @@ dead-letter session (tests/pipeline/mqtt_sessions.py). Each test also reads the
 broker-side state with that client: the original queue empty, the dead-letter
 destination holding exactly that one copy.
 
-How many attempts: what the policy allows on the broker (``Capabilities.delayed_retry``):
-three, 10 ms apart, where retries are emulated (MQTT 5 too); one where the broker declares
-delayed retry unsupported (AMQP 1.0), since a policy with retries is refused there.
-RabbitMQ streams dead-letter nothing by themselves: the declared capability says so.
+Three attempts, 10 ms apart, on every broker here (``Capabilities.delayed_retry``): in
+delay queues, or held by the consumer on AMQP 1.0. RabbitMQ streams reject nothing by
+themselves (declared); the pipeline's dead-letter stream there is read with rstream's
+decoder in tests/pipeline/test_held_retry.py, and MQTT 3.1.1's body-only copy with paho.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 import ackbridge
-from ackbridge.capabilities import Level, RejectFate, Verb
+from ackbridge.capabilities import Level, RejectFate, RetryMethod, Verb
 from ackbridge.pipeline import RedeliveryPolicy, Schedule
 from ackbridge.pipeline.sync import Pipeline
 from tests.conftest import require_port
@@ -252,22 +252,22 @@ def test_amqp10_dead_letter_headers_read_with_proton() -> None:
     _declare_durable(name, name + ".dlq")
     try:
         with ackbridge.connect("amqp10://guest:guest@127.0.0.1:5672") as conn:
-            # Delayed retry is declared unsupported: one attempt is what the policy allows here.
-            assert conn.capabilities.delayed_retry.level is Level.UNSUPPORTED
-            policy = RedeliveryPolicy(attempts=1, dead_letter_queue=dlq)
+            # Held retries (no queue management to declare delay queues): the same three attempts.
+            assert conn.capabilities.delayed_retry.level is Level.EMULATED
+            policy = RedeliveryPolicy(attempts=3, schedule=RETRY_SOON, dead_letter_queue=dlq)
             runs = _dead_letter(conn, queue, policy, lambda: _rabbit_ready(name + ".dlq") == 1)
-        assert runs == [None]
+        assert runs == [None, 2, 3]
         assert (_rabbit_ready(name), _rabbit_ready(name + ".dlq")) == (0, 1)
         body, message_id, headers = _proton_read_one(dlq)
         assert (body, message_id) == (BODY, MESSAGE_ID + "~dead")
-        _check_header_set(headers, queue, 1, attempt_value=1)
+        _check_header_set(headers, queue, 3, attempt_value=3)
         wait_for(lambda: _rabbit_ready(name + ".dlq") == 1, "the released copy back in the dead-letter queue")
         # pika on the same queue (RabbitMQ 3.10's AMQP 1.0 plugin): the set is no 0-9-1 header
         # of its own, only the encoded application-properties section in one binary header.
         body, message_id, table = _rabbit_read_one(name + ".dlq")
         assert (body, message_id) == (BODY, MESSAGE_ID + "~dead")
         assert not [key for key in table if key.startswith("ackbridge-")], table
-        _check_header_set(_amqp10_section(table["x-amqp-1.0-app-properties"]), queue, 1, attempt_value=1)
+        _check_header_set(_amqp10_section(table["x-amqp-1.0-app-properties"]), queue, 3, attempt_value=3)
         assert _rabbit_ready(name + ".dlq") == 1  # exactly that one copy, given back
     finally:
         _delete(name, name + ".dlq")
@@ -355,15 +355,16 @@ def test_mqtt5_dead_letter_headers_read_with_paho() -> None:
                 conn.delete_queue(name)
 
 
-# ---- RabbitMQ streams: no dead-lettering, and it says so -------------------------------------
+# ---- RabbitMQ streams: no reject, and it says so --------------------------------------------
 @pytest.mark.rabbitmq_streams
-def test_rabbitmq_streams_declare_that_they_dead_letter_nothing() -> None:
-    """A stream keeps every message (acks are offsets): no reject, no delayed retry, no
-    reject fate that moves anything. Declared, so never a silent pass."""
+def test_rabbitmq_streams_declare_that_they_reject_nothing_and_hold_retries() -> None:
+    """A stream keeps every message (acks are offsets): no reject, no reject fate that
+    moves anything; the pipeline's retries are held by the consumer. Declared, so never a
+    silent pass."""
     require_port(5552, "RabbitMQ streams")
     with ackbridge.connect("rabbitmq-stream://guest:guest@127.0.0.1:5552/") as conn:
         caps = conn.capabilities
         assert caps.verbs[Verb.REJECT].level is Level.UNSUPPORTED
         assert "dead-letter" in caps.verbs[Verb.REJECT].how
-        assert caps.delayed_retry.level is Level.UNSUPPORTED
+        assert (caps.delayed_retry.level, caps.retry_method) == (Level.EMULATED, RetryMethod.HOLDING)
         assert caps.reject_outcome.fate is RejectFate.NO_REJECT

@@ -211,22 +211,6 @@ def test_missing_dead_letter_queue_is_refused_at_start() -> None:
             conn.delete_queue(queue, dead_letter=False)
 
 
-@pytest.mark.mqtt
-def test_a_broker_that_cannot_delay_refuses_retries_before_anything_is_declared() -> None:
-    """Never silently weaker: MQTT 3.1.1 declares ``delayed_retry`` unsupported (its messages
-    carry the body only), so a policy with retries is refused with the broker's reason
-    (tests/pipeline/test_redelivery_mqtt.py: what one attempt does there, and MQTT 5)."""
-    from tests.conftest import require_port
-
-    require_port(1883, "Mosquitto")
-    with ackbridge.connect("mqtt://127.0.0.1:1883?protocol=3.1.1") as conn:
-        queue = queue_name("mqtt")
-        pipeline = Pipeline(conn, queue, policy=RedeliveryPolicy(attempts=3))
-        with pytest.raises(ackbridge.UnsupportedVerbError, match=r"3\.1\.1 carries the body only"):
-            pipeline.consume(lambda d: None)
-        pipeline.close()
-
-
 def test_sync_timeout_is_a_failure_the_policy_sees() -> None:
     """The sync face cannot stop the late run; it stops waiting for it, and the policy
     dead-letters the message with HandlerTimeoutError as the reason."""

@@ -10,8 +10,8 @@ the pipeline used (the queue, each delay topic, each one's ``/dlq``) with a raw 
 client and asserts what it held (:mod:`tests.pipeline.mqtt_sessions`).
 
 MQTT 5 carries the attempt count and due time in user properties: retries run there.
-MQTT 3.1.1 carries the body only: the policy is refused (test_redelivery.py), and one
-attempt dead-letters the body alone.
+MQTT 3.1.1 carries the body only: retries are held in the consumer there
+(tests/pipeline/test_held_retry.py), and the last attempt dead-letters the body alone.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 import ackbridge
-from ackbridge.capabilities import Level
+from ackbridge.capabilities import Level, RetryMethod
 from ackbridge.pipeline import ATTEMPT, RedeliveryPolicy, Schedule
 from ackbridge.pipeline.aio import Pipeline as AsyncPipeline
 from ackbridge.pipeline.sync import Pipeline
@@ -66,10 +66,11 @@ def _check_dead_letter(found: dict[str, list[Held]], queue: str) -> None:
     _check_header_set(dead.properties, queue, 3, attempt_value="3")
 
 
-def test_mqtt5_declares_delayed_retry_emulated_and_311_unsupported() -> None:
-    for protocol, level in (("5", Level.EMULATED), ("3.1.1", Level.UNSUPPORTED)):
+def test_mqtt5_declares_delay_queues_and_311_holding() -> None:
+    for protocol, method in (("5", RetryMethod.DELAY_QUEUES), ("3.1.1", RetryMethod.HOLDING)):
         with ackbridge.connect(URLS[protocol]) as conn:
-            assert conn.capabilities.delayed_retry.level is level, protocol
+            assert conn.capabilities.delayed_retry.level is Level.EMULATED, protocol
+            assert conn.capabilities.retry_method is method, protocol
 
 
 def test_mqtt5_fails_twice_then_succeeds_runs_three_times_on_schedule() -> None:

@@ -106,17 +106,19 @@ def test_the_twins_have_the_same_public_names() -> None:
 
 def test_every_shipped_adapter_declares_delayed_retry() -> None:
     """The capability table says, per broker, how the pipeline delays a retry: never the
-    "does not declare" default, and emulated only where tests/pipeline runs it."""
-    from ackbridge.capabilities import NO_DELAYED_RETRY, Level
+    "does not declare" default, and emulated only where tests/pipeline runs it (the
+    held brokers in tests/pipeline/test_held_retry.py)."""
+    from ackbridge.capabilities import NO_DELAYED_RETRY, Level, RetryMethod
     from ackbridge.plugins import registry
 
     found: dict[str, set[Level]] = {}
     for spec in registry().specs():
         for caps in (spec.capabilities, *spec.variants):
             assert caps.delayed_retry is not NO_DELAYED_RETRY and caps.delayed_retry.how, caps.broker
-            found.setdefault(caps.broker, set()).add(caps.delayed_retry.level)
-    expected = {"embedded": {Level.EMULATED}, "rabbitmq": {Level.EMULATED}, "nats-jetstream": {Level.EMULATED},
-                "mqtt5": {Level.EMULATED}, "mqtt3.1.1": {Level.UNSUPPORTED}, "amqp10": {Level.UNSUPPORTED}}
+            found.setdefault(caps.broker, set()).add((caps.delayed_retry.level, caps.retry_method))
+    queues, holding = (Level.EMULATED, RetryMethod.DELAY_QUEUES), (Level.EMULATED, RetryMethod.HOLDING)
+    expected = {"embedded": {queues}, "rabbitmq": {queues}, "nats-jetstream": {queues}, "mqtt5": {queues},
+                "mqtt3.1.1": {holding}, "amqp10": {holding}, "rabbitmq-streams": {holding}}
     for broker, levels in expected.items():
         assert found.get(broker) == levels, (broker, found.get(broker))
 

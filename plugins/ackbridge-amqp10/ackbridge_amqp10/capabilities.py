@@ -14,6 +14,7 @@ from ackbridge.capabilities import (
     Durability,
     RejectFate,
     RejectOutcome,
+    RetryMethod,
     Topology,
     Verb,
     emulated,
@@ -64,6 +65,15 @@ REJECT_OUTCOME = RejectOutcome(
     "configuration, so consume() cannot tell which")
 
 
+#: AMQP 1.0 cannot declare the pipeline's delay queues (no queue management), so the
+#: pipeline holds a failed delivery unsettled until its next attempt is due.
+HELD_RETRY = emulated(
+    "ackbridge.pipeline holds the failed delivery unsettled (the broker keeps it, no copy is made) and runs the "
+    "handler on it again when its back-off is due; the handler reads the attempt in ackbridge-retry-attempt. "
+    "The count lives in the consumer: a delivery released by a closed or cut link comes again as attempt 1. "
+    "After the last attempt, a confirmed copy with the failure headers goes to the dead-letter address, then "
+    "the original is accepted (tests/pipeline/test_held_retry.py)")
+
 RABBITMQ = Capabilities(
     broker="amqp10",
     verbs={
@@ -83,9 +93,8 @@ RABBITMQ = Capabilities(
     topology=TOPOLOGY,
     confirm_durability=RABBITMQ_DURABILITY,
     reject_outcome=REJECT_OUTCOME,
-    delayed_retry=unsupported("ackbridge.pipeline declares its delay queues with a dead-letter target, which "
-                              "AMQP 1.0 cannot (no queue management); a policy with retries is refused "
-                              "(attempts=1 dead-letters with reasons)"),
+    delayed_retry=HELD_RETRY,
+    retry_method=RetryMethod.HOLDING,
     requeue_bound=("RabbitMQ 3.10 sends no delivery count over AMQP 1.0, so max_deliveries is unsupported: "
                    "reject a message that was redelivered (delivery.redelivered) instead of requeueing it, or "
                    "consume a quorum queue created with x-delivery-limit (and a dead-letter target)"),
@@ -107,9 +116,8 @@ GENERIC = Capabilities(
     topology=TOPOLOGY,
     confirm_durability=GENERIC_DURABILITY,
     reject_outcome=REJECT_OUTCOME,
-    delayed_retry=unsupported("ackbridge.pipeline declares its delay queues with a dead-letter target, which "
-                              "AMQP 1.0 cannot (no queue management); a policy with retries is refused "
-                              "(attempts=1 dead-letters with reasons)"),
+    delayed_retry=HELD_RETRY,
+    retry_method=RetryMethod.HOLDING,
     requeue_bound=("consume(max_deliveries=N) dead-letters a message delivered more than N times (the "
                    "header's delivery-count); or reject it instead of requeueing it"),
 )

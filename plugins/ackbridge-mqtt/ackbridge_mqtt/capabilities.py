@@ -14,6 +14,7 @@ from ackbridge.capabilities import (
     Durability,
     RejectFate,
     RejectOutcome,
+    RetryMethod,
     Topology,
     Verb,
     emulated,
@@ -87,11 +88,14 @@ RETRY_V5 = emulated(
     "when the consumer dies stays in its session and comes back, attempt count kept, to the next pipeline. "
     "Session ids derive from the topics, so one pipeline per queue at a time (a second takes the sessions over), "
     "and Mosquitto drops copies past max_queued_messages (1000) waiting at one level")
-RETRY_V311 = unsupported(
-    "MQTT 3.1.1 carries the body only: a retry copy's attempt count, due time and original queue cannot travel, "
-    "so the pipeline could neither wait nor stop; a policy with retries is refused (use protocol=5). With "
-    "attempts=1 the failure headers cannot travel either: the header-carrying dead-letter copy is refused "
-    "before sending and the original is rejected, its body alone going to dead_letter_topic")
+RETRY_V311 = emulated(
+    "MQTT 3.1.1 carries the body only, so no copy could carry an attempt count: ackbridge.pipeline holds the "
+    "failed delivery un-PUBACKed and runs the handler on it again when its back-off is due (the handler reads "
+    "the attempt in ackbridge-retry-attempt). Acks leave in order, so the deliveries after a held one are "
+    "PUBACKed once it is settled. The count lives in the consumer: a delivery the session gives back after a "
+    "reconnect comes again as attempt 1. After the last attempt the failure headers cannot travel: the "
+    "header-carrying dead-letter copy is refused before sending and the original is rejected, its body alone "
+    "going to dead_letter_topic (tests/pipeline/test_held_retry.py; protocol=5 carries them)")
 
 CAPABILITIES_V5 = Capabilities(
     broker="mqtt5",
@@ -155,6 +159,7 @@ CAPABILITIES_V311 = Capabilities(
     reject_outcome=REJECT_V311,
     source_patterns=SOURCE_PATTERNS,
     delayed_retry=RETRY_V311,
+    retry_method=RetryMethod.HOLDING,
     requeue_bound=("MQTT 3.1.1 carries no delivery count, so max_deliveries is unsupported: reject a message "
                    "that was redelivered (delivery.redelivered) instead of requeueing it, or use protocol=5 and "
                    "consume(max_deliveries=N)"),

@@ -13,6 +13,7 @@ from ackbridge.capabilities import (
     Durability,
     RejectFate,
     RejectOutcome,
+    RetryMethod,
     Topology,
     Verb,
     emulated,
@@ -71,7 +72,14 @@ CAPABILITIES = Capabilities(
     },
     confirm_durability=DURABILITY,
     reject_outcome=RejectOutcome(RejectFate.NO_REJECT, _LOG + "; reject is unsupported (it raises)"),
-    delayed_retry=unsupported("a stream keeps every message (acks are offsets): there is no queue to move a "
-                              "copy out of, so the pipeline's delay queues do not apply"),
+    delayed_retry=emulated(
+        "a stream keeps every message (acks are offsets), so there is no queue to move a copy out of: "
+        "ackbridge.pipeline holds the failed delivery unsettled (the stored offset cannot pass it) and runs the "
+        "handler on it again when its back-off is due; the handler reads the attempt in ackbridge-retry-attempt. "
+        "The count lives in the consumer: after a restart the stream is read again from the stored offset and "
+        "the message comes as attempt 1. After the last attempt a confirmed copy with the failure headers goes to "
+        "the dead-letter stream (QUEUE.dlq unless named; declare it), then the offset moves past the original "
+        "(tests/pipeline/test_held_retry.py)"),
+    retry_method=RetryMethod.HOLDING,
     requeue_bound="requeue is unsupported on a stream (it raises), so no requeue loop can form",
 )

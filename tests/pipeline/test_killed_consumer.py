@@ -5,7 +5,8 @@ The child (failing_app.py) fails attempt 1 and says when its retry copy is confi
 and the original acked; the parent checks that the broker holds the copy in
 ``QUEUE.retry.0`` and nothing in ``QUEUE``, kills the child, and consumes with a
 pipeline of its own. The embedded broker gives a killed process's leases back after
-``lease_timeout`` (set to 1 s here); RabbitMQ and Mosquitto when the connection drops.
+``lease_timeout`` (set to 1 s here); RabbitMQ and Mosquitto when the connection drops;
+JetStream when the pump's ``ack_wait`` runs out.
 
 Mosquitto tells no depth, and looking at a session takes it over from the child: on
 MQTT 5 the sessions are read after the kill with a raw paho client
@@ -53,6 +54,7 @@ def _broker(where: str) -> Iterator[Broker]:
 
 @pytest.mark.parametrize("where", [pytest.param("local", id="local"),
                                    pytest.param("rabbitmq", id="rabbitmq", marks=pytest.mark.rabbitmq),
+                                   pytest.param("nats", id="nats", marks=pytest.mark.nats),
                                    pytest.param("mqtt5", id="mqtt5", marks=pytest.mark.mqtt)])
 def test_sigkill_while_a_retry_waits_keeps_the_message_and_its_attempt(where: str) -> None:
     with _broker(where) as b:

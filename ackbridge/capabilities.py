@@ -304,8 +304,11 @@ class Capabilities:
         return "extend lease", self.lease_extension.level.value, self.lease_extension.how
 
     def retry_row(self) -> tuple[str, str, str]:
-        """("delayed retry", level, how): the row the capability table shows for the pipeline's back-off."""
-        return "delayed retry", self.delayed_retry.level.value, self.delayed_retry.how
+        """("delayed retry", level, how): the row the capability table shows for the pipeline's back-off;
+        an emulated level names its method ("emulated (holding)")."""
+        level = self.delayed_retry.level
+        shown = f"{level.value} ({self.retry_method.value})" if level is Level.EMULATED else level.value
+        return "delayed retry", shown, self.delayed_retry.how
 
     def reject_row(self) -> tuple[str, str, str]:
         """("reject does", fate, how): the row the capability table shows for it."""

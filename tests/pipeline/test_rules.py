@@ -116,6 +116,8 @@ def test_every_shipped_adapter_declares_delayed_retry() -> None:
         for caps in (spec.capabilities, *spec.variants):
             assert caps.delayed_retry is not NO_DELAYED_RETRY and caps.delayed_retry.how, caps.broker
             found.setdefault(caps.broker, set()).add((caps.delayed_retry.level, caps.retry_method))
+            if caps.delayed_retry.level is Level.EMULATED:  # the CLI's table names the method
+                assert caps.retry_row()[1] == f"emulated ({caps.retry_method.value})", caps.retry_row()
     queues, holding = (Level.EMULATED, RetryMethod.DELAY_QUEUES), (Level.EMULATED, RetryMethod.HOLDING)
     expected = {"embedded": {queues}, "rabbitmq": {queues}, "nats-jetstream": {queues}, "mqtt5": {queues},
                 "mqtt3.1.1": {holding}, "amqp10": {holding}, "rabbitmq-streams": {holding}}

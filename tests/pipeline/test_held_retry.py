@@ -121,17 +121,23 @@ def test_held_async_fails_twice_then_succeeds_on_schedule(where: str) -> None:
         b.wait_drained(f"{b.queue} settled once, nothing dead-lettered")
 
 
+@pytest.mark.parametrize("how", ["close", "drain"])
 @pytest.mark.parametrize("where", WHERE)
-def test_closing_while_held_gives_the_delivery_back_as_attempt_one(where: str) -> None:
-    """Drain: the held delivery is neither acked nor dead-lettered; the next consumer
-    runs it again, as attempt 1 (the count lived in the closed pipeline)."""
+def test_closing_while_held_gives_the_delivery_back_as_attempt_one(where: str, how: str) -> None:
+    """Closing the pipeline, or draining its consumer first (what a service does on
+    SIGTERM): the held delivery is neither acked nor dead-lettered (the drain counts it in
+    flight and gives it back at its deadline); the next consumer runs it again, as
+    attempt 1 (the count lived in the closed pipeline)."""
     with HELD[where]() as b:
         runs: list[Any] = []
         policy = RedeliveryPolicy(attempts=3, schedule=Schedule.fixed(60.0), dead_letter_queue=b.dlq)
         with ackbridge.connect(b.url) as conn, Pipeline(conn, b.queue, policy=policy) as pipeline:
-            pipeline.consume(_always_failing(runs))
+            main = pipeline.consume(_always_failing(runs))
             conn.publish(b.queue, BODY, message_id=MESSAGE_ID).result(10)
             wait_for(lambda: len(runs) >= 1, "the first run")
+            if how == "drain":
+                result = main.drain(1.0)
+                assert result.abandoned == 1, result  # the held one, given back at the deadline
         assert runs == [None]  # closed within the 60 s back-off: one run
         again: list[Any] = []
         with ackbridge.connect(b.url) as conn:

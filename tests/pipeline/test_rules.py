@@ -140,3 +140,49 @@ def test_the_finished_window_keeps_first_attempts_untracked_and_apart_from_later
     firsts = [key for key in window._current if isinstance(key, str)]
     assert firsts == ["m"], window._current
     assert not any(gc.is_tracked(key) for key in firsts)
+
+
+def test_held_retries_run_in_due_order_and_close_gives_the_rest_up() -> None:
+    """The holder runs each held delivery once, when due, earliest first (whatever the order
+    it was held in); close() runs nothing more and says how many it gave up."""
+    import threading
+    import time
+
+    from ackbridge.pipeline.holding import Held, HeldRetries
+
+    ran: list[str] = []
+    done = threading.Event()
+
+    def run(held: Held) -> None:
+        ran.append(held.delivery)
+        if len(ran) == 2:
+            done.set()
+
+    holder = HeldRetries(run, "rules")
+    try:
+        holder.hold("late", {"ackbridge-retry-attempt": 2}, 0.3)
+        holder.hold("soon", {"ackbridge-retry-attempt": 2}, 0.05)
+        holder.hold("never", {"ackbridge-retry-attempt": 3}, 60.0)
+        assert done.wait(10), ran
+        time.sleep(0.1)
+        assert ran == ["soon", "late"]
+    finally:
+        assert holder.close() == 1  # "never": given back, not run
+    assert ran == ["soon", "late"]
+
+
+def test_a_held_view_shows_the_policy_headers_and_settles_the_delivery_itself() -> None:
+    from ackbridge.pipeline.holding import Held
+
+    class Delivery:
+        headers = {"tenant": "t1"}
+        acked = 0
+
+        def ack(self) -> None:
+            self.acked += 1
+
+    delivery = Delivery()
+    view = Held(0.0, 0, delivery, {"tenant": "t1", "ackbridge-retry-attempt": 3}).view()
+    assert view.headers["ackbridge-retry-attempt"] == 3 and delivery.headers == {"tenant": "t1"}
+    view.ack()
+    assert delivery.acked == 1

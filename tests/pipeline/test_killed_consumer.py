@@ -19,14 +19,9 @@ attempt 1). The SIGKILL still hits the pump that holds the copy unacked.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,10 +31,8 @@ from ackbridge.pipeline import ATTEMPT, ORIGINAL_ID, RedeliveryPolicy, Schedule
 from ackbridge.pipeline.sync import Pipeline
 from tests.conftest import require_port
 from tests.pipeline.brokers import Broker, broker, queue_name, wait_for
+from tests.pipeline.failing_child import kill, said, start
 from tests.pipeline.mqtt_sessions import URLS, held, held_by_every_session
-
-APP = Path(__file__).with_name("failing_app.py")
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @contextmanager
@@ -67,15 +60,11 @@ def test_sigkill_while_a_retry_waits_keeps_the_message_and_its_attempt(where: st
         policy = RedeliveryPolicy(attempts=3, schedule=Schedule.fixed(delay))
         with ackbridge.connect(url) as conn:
             conn.declare_queue(queue)
-            child = subprocess.Popen([sys.executable, str(APP), url, queue, str(delay)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                                     env={**os.environ, "PYTHONPATH": str(ROOT)})
+            child = start(url, queue, delay)
             try:
-                assert child.stdout is not None
-                assert child.stdout.readline().strip() == "ready"
                 conn.publish(queue, b"k", message_id="k-1").result(10)
-                assert child.stdout.readline().strip() == "failed 1"
-                assert child.stdout.readline().strip() == "waits 2"  # copy confirmed, original acked
+                assert said(child) == "failed 1"
+                assert said(child) == "waits 2"  # copy confirmed, original acked
                 if not mqtt:
                     b.wait_depth(conn, retry, 1)  # the copy waits (held by the child's pump)
                     b.wait_depth(conn, queue, 0)
@@ -83,15 +72,9 @@ def test_sigkill_while_a_retry_waits_keeps_the_message_and_its_attempt(where: st
                     assert child.stdin is not None
                     child.stdin.write("close-main\n")
                     child.stdin.flush()
-                    assert child.stdout.readline().strip() == "main closed"
+                    assert said(child) == "main closed"
             finally:
-                child.send_signal(signal.SIGKILL)
-                child.wait(30)
-            assert child.stdout is not None
-            assert child.stdout.read() == "", "the child ran attempt 2 before it was killed"
-            child.stdout.close()
-            if child.stdin is not None:
-                child.stdin.close()
+                kill(child)
             if mqtt:
                 # The dead child's sessions: QUEUE holds nothing, its delay topic the copy (left
                 # unacked by this look, so the next pipeline's pump gets it).

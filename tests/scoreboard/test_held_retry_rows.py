@@ -27,14 +27,9 @@ settles it; nothing is dead-lettered.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -44,11 +39,10 @@ from ackbridge.pipeline import ATTEMPT, RedeliveryPolicy, Schedule
 from ackbridge.pipeline.sync import Pipeline
 from ackbridge.testing.proxy import FaultProxy
 from tests.pipeline.brokers import wait_for
+from tests.pipeline.failing_child import kill, said, start
 from tests.pipeline.held_brokers import HELD, PORTS, WHERE, HeldBroker
 from tests.scoreboard.checker import History, ScoreRow, markdown, score
 
-APP = Path(__file__).resolve().parents[1] / "pipeline" / "failing_app.py"
-ROOT = Path(__file__).resolve().parents[2]
 #: ids per cell: all held at once, so no more than the broker lets one consumer hold
 #: (Mosquitto keeps 20 QoS 1 messages in flight per client by default).
 N = {"amqp10": 200, "rabbitmq-streams": 200, "mqtt3.1.1": 20}
@@ -140,24 +134,14 @@ def _check(scored: ScoreRow, app: Application, ids: list[str], n: int) -> None:
 @pytest.mark.parametrize("where", WHERE)
 def test_sigkill_while_a_retry_is_held_the_message_comes_back_as_attempt_one(where: str) -> None:
     with HELD[where]() as b:
-        child = subprocess.Popen([sys.executable, str(APP), b.url, b.queue, "60"], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
+        child = start(b.url, b.queue, 60.0)
         try:
-            assert child.stdout is not None
-            assert child.stdout.readline().strip() == "ready"
             with ackbridge.connect(b.url) as conn:
                 conn.publish(b.queue, b"k").result(10)
-            assert child.stdout.readline().strip() == "failed 1"
-            assert child.stdout.readline().strip() == "waits 2"  # held, unsettled, for 60 s
+            assert said(child) == "failed 1"
+            assert said(child) == "waits 2"  # held, unsettled, for 60 s
         finally:
-            child.send_signal(signal.SIGKILL)
-            child.wait(30)
-        assert child.stdout is not None
-        assert child.stdout.read() == "", "the child ran attempt 2 before it was killed"
-        child.stdout.close()
-        if child.stdin is not None:
-            child.stdin.close()
+            kill(child)
         runs: list[Any] = []
         done = threading.Event()
 

@@ -18,6 +18,7 @@ from ackbridge.aio.connection import AsyncConnection
 from ackbridge.aio.consumer import AsyncConsumer, AsyncDelivery
 from ackbridge.capabilities import RetryMethod, Topology
 from ackbridge.errors import AckbridgeError, BrokerError, ConfigurationError, HandlerTimeoutError
+from ackbridge.kernel.settlement import PENDING
 from ackbridge.keywords import ConsumeOptions
 from ackbridge.messages import ConfirmStatus
 from ackbridge.pipeline import headers as h
@@ -28,6 +29,7 @@ from ackbridge.pipeline.report import Report
 from ackbridge.pipeline.stages import CircuitBreaker, Throttle
 
 log = logging.getLogger("ackbridge.pipeline")
+ATTEMPT = h.ATTEMPT  # a global, not a module attribute, on the per-delivery path
 
 Handler = Callable[[AsyncDelivery], Awaitable[object] | object]
 
@@ -80,9 +82,11 @@ class Pipeline:
 
     async def handle(self, delivery: AsyncDelivery, handler: Handler) -> None:
         """See :meth:`ackbridge.pipeline.sync.Pipeline.handle`."""
-        headers = delivery.headers
-        attempt = h.attempt_of(headers) if h.ATTEMPT in headers else 1
-        message_id = delivery.message_id
+        record = delivery._record  # see the sync twin: the record, not four property calls
+        message = record.message
+        headers = message.headers
+        attempt = h.attempt_of(headers) if ATTEMPT in headers else 1
+        message_id = message.message_id
         if self._finished.finished(message_id, attempt):
             self.report.duplicate(message_id, attempt)
             await delivery.ack()
@@ -103,7 +107,7 @@ class Pipeline:
                 return
             await self._failed(delivery, exc)
             return
-        if not delivery.settled and not delivery.stale:
+        if record.state is PENDING and not record.stale:
             # Finished before the ack goes: if the ack is lost, the redelivery is recognised.
             self._finished.finish(message_id, attempt)
             await delivery.ack()

@@ -22,6 +22,7 @@ from typing import Unpack
 
 from ackbridge.capabilities import RetryMethod, Topology
 from ackbridge.errors import AckbridgeError, BrokerError, ConfigurationError, HandlerTimeoutError
+from ackbridge.kernel.settlement import PENDING
 from ackbridge.keywords import ConsumeOptions
 from ackbridge.messages import ConfirmStatus
 from ackbridge.pipeline import headers as h
@@ -34,6 +35,7 @@ from ackbridge.sync.connection import Connection
 from ackbridge.sync.consumer import Consumer, Delivery
 
 log = logging.getLogger("ackbridge.pipeline")
+ATTEMPT = h.ATTEMPT  # a global, not a module attribute, on the per-delivery path
 
 Handler = Callable[[Delivery], object]
 
@@ -90,10 +92,15 @@ class Pipeline:
     def handle(self, delivery: Delivery, handler: Handler) -> None:
         """Run *handler* on *delivery* through every stage and settle it once."""
         # The path every delivery takes: read only the attempt, look it up once, and
-        # skip the stages' frames when none is set (benchmarks/pipeline_bench.py).
-        headers = delivery.headers
-        attempt = h.attempt_of(headers) if h.ATTEMPT in headers else 1
-        message_id = delivery.message_id
+        # skip the stages' frames when none is set (benchmarks/pipeline_bench.py). The
+        # delivery's record is read directly: its four properties (headers, message id,
+        # settled, stale) were four Python calls per message, about a tenth of what the
+        # pipeline costs on RabbitMQ.
+        record = delivery._record
+        message = record.message
+        headers = message.headers
+        attempt = h.attempt_of(headers) if ATTEMPT in headers else 1
+        message_id = message.message_id
         if self._finished.finished(message_id, attempt):
             self.report.duplicate(message_id, attempt)
             delivery.ack()
@@ -112,7 +119,7 @@ class Pipeline:
                 return
             self._failed(delivery, exc)
             return
-        if not delivery.settled and not delivery.stale:
+        if record.state is PENDING and not record.stale:
             # Finished before the ack goes: if the ack is lost, the redelivery is recognised.
             self._finished.finish(message_id, attempt)
             delivery.ack()

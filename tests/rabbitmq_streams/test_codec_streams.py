@@ -182,6 +182,7 @@ _PUBLISHED = [
 ]
 
 
+@pytest.mark.rabbitmq_streams
 @pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "public-path"])
 def test_the_broker_stores_rstreams_bytes_and_rstream_reads_them(admin: StreamAdmin, fast: bool,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
@@ -203,6 +204,8 @@ def test_the_broker_stores_rstreams_bytes_and_rstream_reads_them(admin: StreamAd
         assert read.properties.message_id == (None if message.message_id is None else message.message_id.encode())
 
 
+@pytest.mark.rabbitmq_streams
+@pytest.mark.rabbitmq
 def test_an_amqp_091_consumer_of_the_stream_reads_every_field(admin: StreamAdmin) -> None:
     """RabbitMQ converts the records for an AMQP 0-9-1 consumer (x-stream-offset): it must
     parse the hand-written sections as the broker's own AMQP 1.0 decoder reads them."""

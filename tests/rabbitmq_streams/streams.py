@@ -88,7 +88,7 @@ class StreamAdmin:
                     body = f"m{len(bodies)}".encode()
                     bodies.append(body)
                     self._next_id += 1
-                    data = codec.encode(OutboundMessage(body=body, **fields))
+                    data = codec.encode_public(OutboundMessage(body=body, **fields))
                     batch.append(schema.Message(publishing_id=self._next_id, filter_value=None, data=data))
                 await client.publish(batch, _PUBLISHER)
                 pending = size

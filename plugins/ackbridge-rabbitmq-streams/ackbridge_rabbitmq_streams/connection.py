@@ -42,6 +42,7 @@ from ackbridge.transport import AsyncTransport, TransportEvents
 from ackbridge.transport.held_work import HeldWork
 from ackbridge.transport.loop_thread import LoopThreadTransport, call_on_loop
 from ackbridge.urls import BrokerURL
+from ackbridge_rabbitmq_streams import fastpath
 from ackbridge_rabbitmq_streams.capabilities import CAPABILITIES
 from ackbridge_rabbitmq_streams.chunks import SubscriptionIds
 from ackbridge_rabbitmq_streams.errors import describe, stream_error
@@ -116,9 +117,12 @@ class StreamAsyncTransport(AsyncTransport):
         self.stream_settings = StreamSettings.resolve(options)
         self.client: Client | None = None
         self.ids = SubscriptionIds()
-        self.consumers = StreamConsumers(url, self.stream_settings, events.deliver)
+        #: Hand-written AMQP 1.0 sections and rstream's Producer's frame sending (fastpath.py),
+        #: decided when the transport is created.
+        self.fast_path = fastpath.enabled()
+        self.consumers = StreamConsumers(url, self.stream_settings, events.deliver, fast=self.fast_path)
         self.publishes = StreamPublishers(events.confirm, self.stream_settings.publisher_name, FRAME_MAX,
-                                          self.spawn)
+                                          self.spawn, fast=self.fast_path)
         self._generation = 0
         #: The generation whose connection was opened last.
         self._connected = 0
@@ -259,10 +263,10 @@ class StreamAsyncTransport(AsyncTransport):
     # ---- publishing (sending.py) --------------------------------------------------------------------
     def prepare(self, destination: str, message: OutboundMessage) -> tuple[str, bytes, str | None]:
         """The arguments of :meth:`send_prepared` after ``seq`` (checked on the caller's thread)."""
-        return prepare(destination, message)
+        return prepare(destination, message, fast=self.fast_path)
 
     async def publish_async(self, seq: int, destination: str, message: OutboundMessage) -> None:
-        await self.send_prepared(seq, *prepare(destination, message))
+        await self.send_prepared(seq, *prepare(destination, message, fast=self.fast_path))
 
     async def send_prepared(self, seq: int, destination: str, data: bytes, message_id: str | None = None) -> None:
         if self.held.keep_publish(seq, destination, data, message_id):
@@ -302,3 +306,8 @@ class StreamSyncTransport(LoopThreadTransport):
     capabilities = CAPABILITIES
     option_specs = OPTIONS
     inner_type = StreamAsyncTransport
+
+    @property
+    def fast_path(self) -> bool:
+        """Whether the transport writes and reads the common records by hand (fastpath.py)."""
+        return bool(self.inner.fast_path)

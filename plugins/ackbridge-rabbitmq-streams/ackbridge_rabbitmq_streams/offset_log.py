@@ -34,7 +34,7 @@ from ackbridge.options import CONNECTION_OPTIONS, ConnectionSettings, resolve_op
 from ackbridge.transport.loop_thread import LoopThread
 from ackbridge.transport.offset_log import LogRecord, OffsetLog, OffsetRange
 from ackbridge.urls import BrokerURL
-from ackbridge_rabbitmq_streams import codec
+from ackbridge_rabbitmq_streams import codec, fastpath
 from ackbridge_rabbitmq_streams.chunks import ChunkSubscription, SubscriptionIds, chunk_end, edge_chunk, records
 from ackbridge_rabbitmq_streams.chunks import offset_spec as spec_of
 from ackbridge_rabbitmq_streams.connection import close_client, open_client
@@ -60,6 +60,8 @@ class StreamOffsetLog(OffsetLog):
         self._endpoint = endpoint
         self._read_timeout = read_timeout
         self._read_credit = read_credit
+        #: Hand-written AMQP 1.0 reading (fastpath.py), decided when the log is created.
+        self.fast_path = fastpath.enabled()
         self._loop = LoopThread("ackbridge-stream-log")
         self._client: Client | None = None
         self._ids = SubscriptionIds()
@@ -152,7 +154,8 @@ class StreamOffsetLog(OffsetLog):
                         return
                     if offset >= offsets.start:
                         yield LogRecord(offsets.partition, offset, codec.decode(
-                            data, source=offsets.partition, offset=offset, wire_tag=offset, generation=generation))
+                            data, source=offsets.partition, offset=offset, wire_tag=offset, generation=generation,
+                            fast=self.fast_path))
                 if chunk_end(chunk) >= offsets.end:
                     return
                 self._call(doing, sub.credit(1))

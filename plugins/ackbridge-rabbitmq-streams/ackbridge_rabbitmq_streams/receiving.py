@@ -9,7 +9,10 @@ records here run out.
 A log cannot take one message back: an ack marks a delivery done, and once
 every delivery up to it is done the consumer's offset is stored on the broker
 (StoreOffset under its reference: the last offset processed, as RabbitMQ's
-clients store it). A new subscription (a reconnect, or a new consumer with
+clients store it). The store waits for the loop's next turn, so the acks
+settled meanwhile (a burst of single acks on the asyncio face, a batch from the
+blocking face) send one StoreOffset frame, not one each; stopping a consumer
+sends what is still waiting. A new subscription (a reconnect, or a new consumer with
 the same reference) starts after the stored offset, so what was delivered but
 not acked is delivered again, flagged redelivered where this transport saw it
 before.
@@ -28,7 +31,7 @@ from rstream import exceptions as rx
 from rstream.client import Client
 
 from ackbridge.errors import UnsupportedVerbError
-from ackbridge.messages import InboundMessage, WireSettle, WireVerb
+from ackbridge.messages import ACK, InboundMessage, WireSettle
 from ackbridge.urls import BrokerURL
 from ackbridge_rabbitmq_streams import codec
 from ackbridge_rabbitmq_streams.chunks import ChunkSubscription, SubscriptionIds, offset_spec, records
@@ -43,20 +46,27 @@ class StreamConsumer:
     """Runs on the transport's loop; ``deliver`` is the core's event for this subscription."""
 
     def __init__(self, subscription: str, stream: str, *, prefetch: int, reference: str, initial: str | int,
-                 deliver: Callable[[str, InboundMessage], None]) -> None:
+                 deliver: Callable[[str, InboundMessage], None], fast: bool) -> None:
         self.subscription = subscription
         self.stream = stream
         self.prefetch = prefetch
         self.reference = reference
         self.initial = initial
         self._deliver = deliver
+        self.fast = fast
         self.generation = 0
         self.client: Client | None = None
         self.sub: ChunkSubscription | None = None
         self._buffer: collections.deque[tuple[int, bytes]] = collections.deque()
-        #: Delivered on this generation and not stored past yet: offset -> acked, in offset order.
+        #: Delivered on this generation and not stored past yet: offset -> acked; ``_order`` holds
+        #: the same offsets in delivery (offset) order, so an ack finds the head without a copy.
         self._open: dict[int, bool] = {}
+        self._order: collections.deque[int] = collections.deque()
         self._unsettled = 0
+        #: The offset to store at the loop's next turn (None: nothing waits), and whether that
+        #: turn is scheduled.
+        self._to_store: int | None = None
+        self._store_scheduled = False
         #: Where the next subscription starts when the broker holds no offset for the reference.
         self.resume_at: int | None = None
         self._skip_below = 0
@@ -71,6 +81,7 @@ class StreamConsumer:
         self.client, self.generation = client, generation
         self._buffer.clear()
         self._open.clear()
+        self._order.clear()
         self._unsettled = 0
         start: str | int = self.initial
         try:
@@ -105,9 +116,11 @@ class StreamConsumer:
                 if self.resume_at is None:
                     self.resume_at = offset
                 message = codec.decode(data, source=self.stream, offset=offset, wire_tag=offset,
-                                       generation=self.generation, redelivered=offset <= self._highest_delivered)
+                                       generation=self.generation, redelivered=offset <= self._highest_delivered,
+                                       fast=self.fast)
                 self._highest_delivered = max(self._highest_delivered, offset)
                 self._open[offset] = False
+                self._order.append(offset)
                 self._unsettled += 1
                 self._deliver(self.subscription, message)
         finally:
@@ -118,27 +131,42 @@ class StreamConsumer:
 
     async def settle(self, ops: Sequence[WireSettle]) -> None:
         """Apply acks of the live generation (the caller checked it); store the new offset."""
+        opened, order = self._open, self._order
         for op in ops:
-            if op.verb is not WireVerb.ACK:
+            if op.verb is not ACK:
                 raise UnsupportedVerbError("rabbitmq-streams", op.verb.value, "one message of a log cannot be "
                                            "put back or dead-lettered")
             tag = int(op.wire_tag)  # type: ignore[call-overload]
-            targets = [o for o in self._open if o <= tag] if op.multiple else [tag]
-            for offset in targets:
-                if self._open.get(offset) is False:
-                    self._open[offset] = True
-                    self._unsettled -= 1
+            if op.multiple:
+                for offset in order:
+                    if offset > tag:
+                        break
+                    if opened[offset] is False:
+                        opened[offset] = True
+                        self._unsettled -= 1
+            elif opened.get(tag) is False:
+                opened[tag] = True
+                self._unsettled -= 1
         last = None
-        for offset, acked in list(self._open.items()):
-            if not acked:
-                break
-            del self._open[offset]
-            last = offset
+        while order and opened[order[0]]:
+            last = order.popleft()
+            del opened[last]
         if last is not None:
             self.resume_at = last + 1
-            if self.client is not None and self.client.is_connection_alive():
-                await self.client.store_offset(self.stream, self.reference, last)
+            self._to_store = last
+            if not self._store_scheduled:
+                self._store_scheduled = True
+                asyncio.get_running_loop().call_soon(self._store_waiting)
         self.hand_out()
+
+    def _store_waiting(self) -> None:
+        """Send the offset waiting to be stored (the last acked prefix's end: never past a
+        delivery not acked), one frame for the acks settled since the last turn."""
+        self._store_scheduled = False
+        last, self._to_store = self._to_store, None
+        client = self.client
+        if last is not None and client is not None and client.is_connection_alive():
+            self._spawn(client.store_offset(self.stream, self.reference, last))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -146,7 +174,9 @@ class StreamConsumer:
         task.add_done_callback(self._tasks.discard)
 
     async def stop(self) -> None:
-        """End this generation's subscription (unsubscribe if the connection lives)."""
+        """End this generation's subscription (unsubscribe if the connection lives), after
+        storing the offset still waiting for the loop's turn."""
+        self._store_waiting()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         pump, self._pump = self._pump, None
@@ -173,8 +203,9 @@ class StreamConsumers:
     started again on each new one, settled by subscription. Runs on the transport's loop."""
 
     def __init__(self, url: BrokerURL, settings: StreamSettings,
-                 deliver: Callable[[str, InboundMessage], None]) -> None:
+                 deliver: Callable[[str, InboundMessage], None], *, fast: bool) -> None:
         self.url = url
+        self.fast = fast
         self.settings = settings
         self._deliver = deliver
         self.by_subscription: dict[str, StreamConsumer] = {}
@@ -183,7 +214,7 @@ class StreamConsumers:
                         source: str, *, prefetch: int) -> None:
         check_name(source, "stream name")
         consumer = StreamConsumer(subscription, source, prefetch=prefetch, reference=self.settings.reference,
-                                  initial=self.settings.offset, deliver=self._deliver)
+                                  initial=self.settings.offset, deliver=self._deliver, fast=self.fast)
         try:
             await consumer.start(client, ids, generation)
         except Exception as exc:
@@ -198,6 +229,11 @@ class StreamConsumers:
 
     async def settle(self, ops: Sequence[WireSettle]) -> None:
         """Apply *ops* (of the live generation: the caller checked) to their consumers."""
+        if len(ops) == 1:  # the common case: one ack, or one cumulative ack
+            only = self.by_subscription.get(ops[0].subscription)
+            if only is not None:
+                await only.settle(ops)
+            return
         by_sub: dict[str, list[WireSettle]] = {}
         for op in ops:
             by_sub.setdefault(op.subscription, []).append(op)

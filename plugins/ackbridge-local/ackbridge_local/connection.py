@@ -6,8 +6,8 @@ A generation here is one owner record. It ends when the connection is cut
 heartbeat keeps failing, or when the file is found damaged. Then its
 deliveries go stale in the core and a new owner id is registered before
 anything is leased again. The parts get what they need, not this transport:
-the subscriptions' polling, the reply inbox and the settles' group commit
-live in :mod:`ackbridge_local.receiving`, the outbox and its group commit in
+the subscriptions' polling and the reply inbox live in
+:mod:`ackbridge_local.receiving`, the outbox and its group commit in
 :mod:`ackbridge_local.sending`, the shared file state in :mod:`ackbridge_local.broker_file`.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 
 from ackbridge.capabilities import CANNOT_TELL, DeadLetter, DeadLetterTarget
 from ackbridge.errors import AckbridgeError, BrokerError, ConnectionLostError, InvalidURLError
-from ackbridge.kernel.generations import check_generation, lease_lost
+from ackbridge.kernel.generations import check_generation, check_ops, lease_lost
 from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle
 from ackbridge.transport import SyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL
@@ -32,15 +32,7 @@ from ackbridge_local.broker_file import BrokerFile, Trouble
 from ackbridge_local.capabilities import CAPABILITIES
 from ackbridge_local.errors import DamagedFileError
 from ackbridge_local.options import OPTIONS, LocalSettings
-from ackbridge_local.receiving import (
-    PendingSettle,
-    SettleGroup,
-    Subscription,
-    inbox_loop,
-    settlement_of,
-    shared_error,
-    still_current,
-)
+from ackbridge_local.receiving import Subscription, inbox_loop, settlement_of
 from ackbridge_local.sending import Outbox
 from ackbridge_local.store import Row, Store, dead_letter_queue
 
@@ -64,7 +56,6 @@ class LocalTransport(SyncTransport):
         self.file = BrokerFile(self.path, self._failed)
         self.outbox = Outbox(self.file, events, self.local_settings.max_message_bytes)
         self._lock = threading.RLock()
-        self._settles = SettleGroup(self._lock, self._commit_settles)
         self._generation = 0
         self._owner: str | None = None
         # Owners of ended generations whose release failed (disk full): released when writes work again.
@@ -328,39 +319,26 @@ class LocalTransport(SyncTransport):
 
     def settle(self, ops: Sequence[WireSettle]) -> None:
         self.file.raise_if_failed()
-        pending = PendingSettle(ops)
-        self._settles.settle(pending)  # returns once committed (or refused), with those queued beside it
-        if pending.lost is not None:
-            # Rows were reclaimed (this owner lapsed): nothing of these was applied; its generation ends.
-            self.taken_over(pending.lost)
-            raise lease_lost()
-        if pending.error is not None:
-            raise pending.error
-
-    def _commit_settles(self, group: list[PendingSettle]) -> None:
-        """One transaction for *group* (called holding ``_lock``): the race of its ops with
-        the generation's end is decided here; nothing stale is written."""
-        owner = self._owner
-        live = still_current(group, owner, self._generation)
-        if not live or owner is None:  # owner None: still_current refused every settle
-            return
-        try:
-            self.file.raise_if_failed()  # what file.checked() does, without a generator per settle
-            store = self.store
-            applied = store.settle(owner, [settlement_of(p.ops, store.has_dead_letter) for p in live])
-        except BrokerError as exc:
-            if isinstance(exc, DamagedFileError):
-                self.file.fail(exc)
-            # Nothing was settled: out of the prefetch, requeued once the file takes writes (redelivered).
-            for pending in live:
-                self._forget(pending.ops, later=True)
-                pending.error = shared_error(exc)
-            return
-        for pending, ok in zip(live, applied, strict=True):
-            if ok:
-                self._forget(pending.ops, later=False)
-            else:
-                pending.lost = owner
+        with self._lock:
+            owner = self._owner
+            if owner is None:
+                check_ops(ops, None, "this connection holds no owner record: it was closed or its lease lapsed")
+            check_ops(ops, self._generation)
+            try:
+                with self.file.checked() as store:
+                    applied = store.settle(owner, settlement_of(ops, store.has_dead_letter))
+            except BrokerError:
+                # Nothing was settled; the rows stay leased to this owner. Take them out of
+                # the prefetch and requeue them once the file takes writes: redelivered.
+                self._forget(ops, later=True)
+                raise
+            if applied:
+                self._forget(ops, later=False)
+                return
+        # Some of these rows were reclaimed: this owner's record lapsed at some point
+        # (paused past its lease timeout). Nothing was applied; its generation ends.
+        self.taken_over(owner)
+        raise lease_lost()
 
     def extend_lease(self, subscription: str, wire_tag: Hashable, generation: int) -> float | None:
         """Leases belong to this connection's owner record: renew it now (its heartbeat)

@@ -1,24 +1,18 @@
-"""Consuming: a polling thread per subscription, the reply inbox, and the group commit of settlements.
+"""Consuming: a polling thread per subscription, the reply inbox, and settlements as row changes.
 
 A subscription's thread leases ready rows (under the connection's live owner
 record, up to the prefetch) and hands each to the core as a delivery of the
 generation it was leased under. A settlement is a row change
 (:mod:`ackbridge_local.row_changes`): ack deletes the row, requeue releases
 its lease, reject moves it to the queue's dead-letter queue (or deletes it
-where the queue has none). Settles that arrive together share one
-transaction (:class:`SettleGroup`); each returns after that transaction
-committed.
+where the queue has none), all of a settle call in one transaction.
 """
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 
-from ackbridge.errors import BrokerError, StaleDeliveryError
-from ackbridge.kernel.generations import check_ops
 from ackbridge.messages import InboundMessage, WireSettle, WireVerb
 from ackbridge_local import codec
 from ackbridge_local.broker_file import BrokerFile, Trouble
@@ -132,110 +126,3 @@ def settlement_of(ops: Sequence[WireSettle], has_dead_letter: Callable[[str], bo
             source = op.message.source if op.message else ""
             settlement.rejects.append((row_id, dead_letter_queue(source) if has_dead_letter(source) else ""))
     return settlement
-
-
-class PendingSettle:
-    """One settle call waiting for its group's commit, and what came of it."""
-
-    __slots__ = ("done", "error", "lost", "ops")
-
-    def __init__(self, ops: Sequence[WireSettle]) -> None:
-        self.ops = ops
-        #: Its group's commit ended (committed, refused or failed: see the other fields).
-        self.done = False
-        #: Raised to the caller: stale, or the transaction failed (nothing of it was applied).
-        self.error: BaseException | None = None
-        #: The owner whose leases turned out reclaimed (nothing of it was applied).
-        self.lost: str | None = None
-
-
-def still_current(group: list[PendingSettle], owner: str | None, generation: int) -> list[PendingSettle]:
-    """The settles of *group* whose every op is of the live *generation* (*owner* None:
-    none is live); each other one gets its error from the core's rule, and is not written."""
-    live = []
-    for pending in group:
-        try:
-            if owner is None:
-                check_ops(pending.ops, None, "this connection holds no owner record: it was closed or its "
-                                             "lease lapsed")
-            check_ops(pending.ops, generation)
-        except StaleDeliveryError as exc:
-            pending.error = exc
-        else:
-            live.append(pending)
-    return live
-
-
-class SettleGroup:
-    """Group commit of settles, on the lock every settle takes anyway.
-
-    A settle queues itself, then takes *serial* (the transport's lock). Whoever
-    gets it takes every settle queued by then and hands them to *commit* in one
-    transaction; a settle that finds its own already done when it gets the lock
-    returns at once. So the settles that queued while a commit ran share the
-    next one, and each still returns only after its own rows changed in the
-    file. No thread waits for another: each waits for the lock only, so a
-    settle made on a polling thread (a handler acking inside ``deliver``) or one
-    interrupted while it waits (KeyboardInterrupt) strands nobody. One
-    interrupted before a group took it leaves the queue unapplied.
-    """
-
-    def __init__(self, serial: AbstractContextManager[object],
-                 commit: Callable[[list[PendingSettle]], None]) -> None:
-        self._serial = serial
-        self._commit = commit
-        self._mutex = threading.Lock()
-        self._queue: list[PendingSettle] = []
-        #: Read by tests: settles queued and not done yet, groups taken (one transaction
-        #: each, none when all of a group was stale) and the settles they carried.
-        self.unfinished = 0
-        self.groups = 0
-        self.settles = 0
-
-    def settle(self, pending: PendingSettle) -> None:
-        """Return once *pending* was committed, refused or failed (see its fields)."""
-        try:
-            with self._mutex:
-                self._queue.append(pending)
-                self.unfinished += 1
-            with self._serial:
-                if not pending.done:
-                    self._commit_queued(pending)
-        finally:
-            if not pending.done:  # interrupted waiting for the lock
-                with self._mutex:
-                    if pending in self._queue:  # else a group took it: its commit decides
-                        self._queue.remove(pending)
-                        self.unfinished -= 1
-
-    def _commit_queued(self, pending: PendingSettle) -> None:
-        group: list[PendingSettle] = []
-        try:
-            with self._mutex:
-                group, self._queue = self._queue, []
-            self._commit(group)
-        except BaseException as exc:  # *pending*'s thread raises exc; the others raise a copy
-            for each in group:
-                if each is not pending and each.error is None and each.lost is None:
-                    each.error = shared_error(exc)
-            raise
-        finally:
-            with self._mutex:
-                for each in group:
-                    each.done = True
-                self.unfinished -= len(group)
-                self.groups += 1
-                self.settles += len(group)
-
-
-def shared_error(exc: BaseException) -> BaseException:
-    """A copy of *exc* for another thread to raise (one object raised in two threads
-    gets one traceback written over the other). An interruption of the committing
-    thread is no interruption of this one: its settle may not have been applied."""
-    if not isinstance(exc, Exception):
-        return BrokerError(f"settling was interrupted in the thread committing it ({type(exc).__name__}); "
-                           "it may not have been applied, and is redelivered if it was not")
-    try:
-        return copy.copy(exc)
-    except Exception:
-        return exc

@@ -5,7 +5,7 @@ reclaimed, another consumer may hold it now) does not match, and the caller
 (:meth:`ackbridge_local.store.Store.settle`) applies nothing of a settlement
 that did not match whole. The statements' text never varies, so SQLite
 prepares each once per connection (the sqlite3 module's statement cache) and
-``executemany`` runs a group commit's rows through one of them.
+``executemany`` runs a settle call's rows through one of them.
 """
 
 from __future__ import annotations

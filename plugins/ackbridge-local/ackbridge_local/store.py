@@ -276,40 +276,27 @@ class Store:
         return [Row(*r) for r in sorted(rows, key=lambda r: r[0])]
 
     # ---- settlement ----------------------------------------------------------------------
-    def settle(self, owner: str, settlements: Sequence[Settlement]) -> list[bool]:
-        """Apply *settlements* of rows *owner* holds in one transaction, each all or nothing:
-        for each, whether it was applied.
+    def settle(self, owner: str, settlement: Settlement) -> bool:
+        """Apply *settlement* of rows *owner* holds, all or nothing: whether it was applied.
 
         A row no longer leased by *owner* (its lease was reclaimed) does not
-        match; then nothing of that settlement is applied, so a stale settle
-        never touches a message someone else holds.
+        match; then nothing is applied, so a stale settle never touches a
+        message someone else holds.
         """
-        if len(settlements) == 1 and (one := settlements[0].single(owner)) is not None:
+        if (one := settlement.single(owner)) is not None:
             # One row: one statement is its own transaction (autocommit takes the write
             # lock at its start, as BEGIN IMMEDIATE does) and matches all or nothing.
             with self._lock:
                 try:
-                    return [self._db.execute(*one).rowcount == 1]
+                    return self._db.execute(*one).rowcount == 1
                 except sqlite3.Error as exc:
                     raise mapped(exc, self.path, "settling") from None
         with self._tx(self._db, "settling") as db:
-            # Optimistic: every settlement in one go; they all match unless this owner's
-            # leases were reclaimed (or rows deleted under it).
-            db.execute("SAVEPOINT every")
-            if apply(db, owner, settlements) == sum(map(len, settlements)):
-                return [True] * len(settlements)
-            # Undo it all, then apply each under a savepoint of its own: those that match
-            # still commit, the others leave no trace.
-            db.execute("ROLLBACK TO every")
-            applied = []
-            for settlement in settlements:
-                db.execute("SAVEPOINT one")
-                matched = apply(db, owner, (settlement,)) == len(settlement)
-                if not matched:
-                    db.execute("ROLLBACK TO one")
-                db.execute("RELEASE one")
-                applied.append(matched)
-            return applied
+            db.execute("SAVEPOINT settlement")
+            if apply(db, owner, (settlement,)) == len(settlement):
+                return True
+            db.execute("ROLLBACK TO settlement")
+            return False
 
     # ---- inspection (tests, CLI) ---------------------------------------------------------
     def counts(self, queue: str) -> tuple[int, int]:

@@ -29,6 +29,9 @@ _LOCK = threading.Lock()
 #: Messages handed out before and not settled for good, by id(): held here, so no id is reused meanwhile.
 _REDELIVERED: dict[int, OutboundMessage] = {}
 _TRANSPORTS: weakref.WeakSet[MemoryTransport] = weakref.WeakSet()
+#: Open subscriptions per source queue, over every transport: a publish or a requeue to a
+#: queue nobody consumes has no one to pump for.
+_CONSUMERS: dict[str, int] = {}
 
 CAPABILITIES = Capabilities(
     broker="memory",
@@ -56,6 +59,9 @@ class MemoryTransport(SyncTransport):
         self._in_flight: dict[int, tuple[str, OutboundMessage]] = {}
         self._subs: dict[str, tuple[str, int]] = {}
         self._owner: dict[int, str] = {}
+        #: How many deliveries each subscription holds (its _owner entries), kept as they change:
+        #: counting them on every pump made each settle cost as much as everything held.
+        self._held: dict[str, int] = {}
         # One thread hands deliveries out at a time, so they arrive in order; a pump asked
         # for meanwhile (another thread, or a handler settling inside deliver) is a rerun.
         self._pump_guard = threading.Lock()
@@ -72,7 +78,10 @@ class MemoryTransport(SyncTransport):
         pass
 
     def close(self) -> None:
-        self._subs.clear()
+        with _LOCK:
+            for source, _ in self._subs.values():
+                _consumers_of(source, -1)
+            self._subs.clear()
         self._return_in_flight()
         with _LOCK:
             _TRANSPORTS.discard(self)
@@ -83,7 +92,7 @@ class MemoryTransport(SyncTransport):
             for tag in sorted(self._in_flight, reverse=True):
                 if subscription is None or self._owner.get(tag) == subscription:
                     source, message = self._in_flight.pop(tag)
-                    self._owner.pop(tag, None)
+                    self._release(tag)
                     _REDELIVERED[id(message)] = message
                     _QUEUES.setdefault(source, deque()).appendleft(message)
 
@@ -104,29 +113,44 @@ class MemoryTransport(SyncTransport):
         while True:
             with self._pump_guard:
                 self._pump_again = False
-            batch = []
+            # The deliveries are made under the lock, a list per subscription: no tuple per delivery.
+            batch: list[tuple[str, list[InboundMessage]]] = []
             with _LOCK:
+                generation = self._generation
                 for subscription, (source, prefetch) in list(self._subs.items()):
-                    held = sum(1 for s in self._owner.values() if s == subscription)
+                    held = self._held.get(subscription, 0)
                     queue = _QUEUES.setdefault(source, deque())
-                    while held < prefetch and queue:
+                    if held >= prefetch or not queue:
+                        continue
+                    out: list[InboundMessage] = []
+                    for _ in range(min(prefetch - held, len(queue))):
                         message = queue.popleft()
                         self._tag += 1
-                        self._in_flight[self._tag] = (source, message)
-                        self._owner[self._tag] = subscription
-                        batch.append((subscription, self._tag, source, message, id(message) in _REDELIVERED))
-                        held += 1
-                generation = self._generation
+                        tag = self._tag
+                        self._in_flight[tag] = (source, message)
+                        self._owner[tag] = subscription
+                        out.append(InboundMessage(
+                            wire_tag=tag, generation=generation, body=message.body, source=source,
+                            headers=message.headers, message_id=message.message_id,
+                            redelivered=id(message) in _REDELIVERED))
+                    self._held[subscription] = held + len(out)
+                    batch.append((subscription, out))
             if not batch:
                 with self._pump_guard:  # idle: stop pumping unless asked again meanwhile
                     if not self._pump_again:
                         self._pumping = False
                         return
                 continue
-            for subscription, tag, source, message, again in batch:
-                self.events.deliver(subscription, InboundMessage(
-                    wire_tag=tag, generation=generation, body=message.body, source=source,
-                    headers=message.headers, message_id=message.message_id, redelivered=again))
+            deliver = self.events.deliver
+            for subscription, messages in batch:
+                for inbound in messages:
+                    deliver(subscription, inbound)
+
+    def _release(self, tag: int) -> None:
+        """*tag* is no longer held by its subscription (called under _LOCK)."""
+        subscription = self._owner.pop(tag, None)
+        if subscription is not None:
+            self._held[subscription] -= 1
 
     def sever(self, reason: str) -> None:
         """The fault seam's cut: deliveries return, their generation ends."""
@@ -141,33 +165,55 @@ class MemoryTransport(SyncTransport):
 
     def subscribe(self, subscription: str, source: str, *, prefetch: int) -> None:
         with _LOCK:
+            if (old := self._subs.get(subscription)) is not None:
+                _consumers_of(old[0], -1)
             self._subs[subscription] = (source, prefetch)
+            _consumers_of(source, +1)
         self._pump()
 
     def unsubscribe(self, subscription: str) -> None:
         with _LOCK:
-            self._subs.pop(subscription, None)
+            if (old := self._subs.pop(subscription, None)) is not None:
+                _consumers_of(old[0], -1)
         self._return_in_flight(subscription)
         _pump_all()
 
     def settle(self, ops: Sequence[WireSettle]) -> None:
+        requeued = False
         with _LOCK:
             check_ops(ops, self._generation)  # the core's stale rule, re-checked where the race is decided
             for op in ops:
-                source, message = self._in_flight.pop(int(op.wire_tag))  # type: ignore[call-overload]
-                self._owner.pop(int(op.wire_tag), None)  # type: ignore[call-overload]
+                tag = int(op.wire_tag)  # type: ignore[call-overload]
+                source, message = self._in_flight.pop(tag)
+                self._release(tag)
                 if op.verb is WireVerb.REQUEUE:
                     _REDELIVERED[id(message)] = message
                     _QUEUES[source].appendleft(message)
+                    requeued = requeued or _CONSUMERS.get(source, 0) > 0
                 else:
                     _REDELIVERED.pop(id(message), None)
-        _pump_all()
+        # An ack frees room in this transport's prefetch only; a requeued message may go to any consumer.
+        if requeued:
+            _pump_all()
+        elif self._subs:
+            self._pump()
 
     def publish(self, seq: int, destination: str, message: OutboundMessage) -> None:
         with _LOCK:
             _QUEUES.setdefault(destination, deque()).append(message)
+            consumed = _CONSUMERS.get(destination, 0) > 0
         self.events.confirm(seq, CONFIRMED)
-        _pump_all()
+        if consumed:
+            _pump_all()
+
+
+def _consumers_of(source: str, change: int) -> None:
+    """Count a subscription to *source* in or out (called under _LOCK)."""
+    count = _CONSUMERS.get(source, 0) + change
+    if count > 0:
+        _CONSUMERS[source] = count
+    else:
+        _CONSUMERS.pop(source, None)
 
 
 def _pump_all() -> None:

@@ -31,7 +31,8 @@ def dumps(props: dict[str, Any]) -> str:
 
 
 def loads(text: str) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(text, object_hook=_decode)
+    # The hook runs once per object decoded; without a bytes value there is nothing for it to do.
+    result: dict[str, Any] = json.loads(text, object_hook=_decode) if "__b64__" in text else json.loads(text)
     return result
 
 

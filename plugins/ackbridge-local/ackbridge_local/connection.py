@@ -32,7 +32,7 @@ from ackbridge_local.broker_file import BrokerFile, Trouble
 from ackbridge_local.capabilities import CAPABILITIES
 from ackbridge_local.errors import DamagedFileError
 from ackbridge_local.options import OPTIONS, LocalSettings
-from ackbridge_local.receiving import Subscription, inbox_loop, settle_rows
+from ackbridge_local.receiving import Subscription, inbox_loop, settlement_of
 from ackbridge_local.sending import Outbox
 from ackbridge_local.store import Row, Store, dead_letter_queue
 
@@ -326,13 +326,13 @@ class LocalTransport(SyncTransport):
             check_ops(ops, self._generation)
             try:
                 with self.file.checked() as store:
-                    matched = settle_rows(store, owner, ops)
+                    applied = store.settle(owner, settlement_of(ops, store.has_dead_letter))
             except BrokerError:
                 # Nothing was settled; the rows stay leased to this owner. Take them out of
                 # the prefetch and requeue them once the file takes writes: redelivered.
                 self._forget(ops, later=True)
                 raise
-            if matched == len(ops):
+            if applied:
                 self._forget(ops, later=False)
                 return
         # Some of these rows were reclaimed: this owner's record lapsed at some point
@@ -359,8 +359,7 @@ class LocalTransport(SyncTransport):
     def _forget(self, ops: Sequence[WireSettle], *, later: bool) -> None:
         ids = [int(op.wire_tag) for op in ops]  # type: ignore[call-overload]
         for op, row_id in zip(ops, ids, strict=True):
-            sub = self.subs.get(op.subscription)
-            if sub is not None:
+            if (sub := self.subs.get(op.subscription)) is not None:
                 sub.leased.discard(row_id)
         if later:
             self._requeue_later.update(ids)

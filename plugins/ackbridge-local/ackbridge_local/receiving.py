@@ -2,9 +2,10 @@
 
 A subscription's thread leases ready rows (under the connection's live owner
 record, up to the prefetch) and hands each to the core as a delivery of the
-generation it was leased under. A settlement is a row change in one
-transaction: ack deletes the row, requeue releases its lease, reject moves it
-to the queue's dead-letter queue (or deletes it where the queue has none).
+generation it was leased under. A settlement is a row change
+(:mod:`ackbridge_local.row_changes`): ack deletes the row, requeue releases
+its lease, reject moves it to the queue's dead-letter queue (or deletes it
+where the queue has none), all of a settle call in one transaction.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from ackbridge.messages import InboundMessage, WireSettle, WireVerb
 from ackbridge_local import codec
 from ackbridge_local.broker_file import BrokerFile, Trouble
 from ackbridge_local.errors import OwnerGone
-from ackbridge_local.store import Row, Store, dead_letter_queue
+from ackbridge_local.row_changes import Settlement
+from ackbridge_local.store import Row, dead_letter_queue
 
 #: Rows leased (or taken from the reply inbox) in one transaction at most.
 BATCH = 512
@@ -109,20 +111,18 @@ def inbox_loop(inbox: str, *, file: BrokerFile, reply: Callable[[InboundMessage]
         file.closing.wait(idle)
 
 
-def settle_rows(store: Store, owner: str, ops: Sequence[WireSettle]) -> int:
-    """Apply *ops* to the rows *owner* holds, in one transaction: how many rows matched
-    (fewer than ``len(ops)``: nothing was applied, some lease was reclaimed)."""
-    acks: list[int] = []
-    requeues: list[int] = []
-    rejects: list[tuple[int, str]] = []
+def settlement_of(ops: Sequence[WireSettle], has_dead_letter: Callable[[str], bool]) -> Settlement:
+    """*ops* as row changes: ack deletes, requeue releases, reject moves to the source's
+    dead-letter queue (or deletes where the queue was declared without one)."""
+    ack, requeue = WireVerb.ACK, WireVerb.REQUEUE  # read once: enum members are looked up through the class
+    settlement = Settlement([], [], [])
     for op in ops:
         row_id = int(op.wire_tag)  # type: ignore[call-overload]
-        if op.verb is WireVerb.ACK:
-            acks.append(row_id)
-        elif op.verb is WireVerb.REQUEUE:
-            requeues.append(row_id)
+        if op.verb is ack:
+            settlement.acks.append(row_id)
+        elif op.verb is requeue:
+            settlement.requeues.append(row_id)
         else:
             source = op.message.source if op.message else ""
-            target = dead_letter_queue(source) if store.has_dead_letter(source) else ""
-            rejects.append((row_id, target))
-    return store.settle(owner, acks, requeues, rejects)
+            settlement.rejects.append((row_id, dead_letter_queue(source) if has_dead_letter(source) else ""))
+    return settlement

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from ackbridge.transport.files import PRIVATE_FILE, create_private_file, dir_mode_for, private_dir
 from ackbridge_local import identity
 from ackbridge_local.errors import OwnerGone, mapped
+from ackbridge_local.row_changes import Settlement, apply
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -78,11 +79,6 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-class _Mismatch(Exception):
-    def __init__(self, matched: int) -> None:
-        self.matched = matched
 
 
 class Store:
@@ -280,37 +276,27 @@ class Store:
         return [Row(*r) for r in sorted(rows, key=lambda r: r[0])]
 
     # ---- settlement ----------------------------------------------------------------------
-    def settle(self, owner: str, acks: Sequence[int], requeues: Sequence[int],
-               rejects: Sequence[tuple[int, str]]) -> int:
-        """Apply settlements held by *owner* atomically; return how many rows matched.
+    def settle(self, owner: str, settlement: Settlement) -> bool:
+        """Apply *settlement* of rows *owner* holds, all or nothing: whether it was applied.
 
         A row no longer leased by *owner* (its lease was reclaimed) does not
         match; then nothing is applied, so a stale settle never touches a
         message someone else holds.
         """
-        expected = len(acks) + len(requeues) + len(rejects)
-        try:
-            with self._tx(self._db, "settling") as db:
-                matched = 0
-                if acks:
-                    marks = ",".join("?" * len(acks))
-                    matched += db.execute(f"DELETE FROM messages WHERE owner=? AND id IN ({marks})",
-                                          (owner, *acks)).rowcount
-                if requeues:
-                    marks = ",".join("?" * len(requeues))
-                    matched += db.execute(f"UPDATE messages SET owner=NULL WHERE owner=? AND id IN ({marks})",
-                                          (owner, *requeues)).rowcount
-                for row_id, target in rejects:
-                    if target:
-                        db.execute("INSERT INTO messages(queue, body, props, delivery_count) "
-                                   "SELECT ?, body, props, delivery_count FROM messages WHERE owner=? AND id=?",
-                                   (target, owner, row_id))
-                    matched += db.execute("DELETE FROM messages WHERE owner=? AND id=?", (owner, row_id)).rowcount
-                if matched != expected:
-                    raise _Mismatch(matched)  # rolls the transaction back
-        except _Mismatch as mismatch:
-            return mismatch.matched
-        return matched
+        if (one := settlement.single(owner)) is not None:
+            # One row: one statement is its own transaction (autocommit takes the write
+            # lock at its start, as BEGIN IMMEDIATE does) and matches all or nothing.
+            with self._lock:
+                try:
+                    return self._db.execute(*one).rowcount == 1
+                except sqlite3.Error as exc:
+                    raise mapped(exc, self.path, "settling") from None
+        with self._tx(self._db, "settling") as db:
+            db.execute("SAVEPOINT settlement")
+            if apply(db, owner, (settlement,)) == len(settlement):
+                return True
+            db.execute("ROLLBACK TO settlement")
+            return False
 
     # ---- inspection (tests, CLI) ---------------------------------------------------------
     def counts(self, queue: str) -> tuple[int, int]:

@@ -160,13 +160,15 @@ def proc_cpu(pid: int | str) -> float:
 
 
 def broker_pid() -> int | None:
+    """RabbitMQ's node (``beam.smp ... -s rabbit boot``), not a short-lived rabbitmqctl VM."""
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                with open(f"/proc/{entry}/comm") as f:
-                    if f.read().strip() == "beam.smp":
-                        proc_cpu(entry)
-                        return int(entry)
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmdline = f.read().replace(b"\0", b" ")
+                if b"beam.smp" in cmdline and b"rabbit boot" in cmdline:
+                    proc_cpu(entry)
+                    return int(entry)
             except OSError:
                 continue
     return None
@@ -210,6 +212,8 @@ class TreeSampler:
         self.base: dict[str, float] = {}  # key -> CPU at start
         self.last: dict[str, float] = {}
         self.kinds: dict[str, str] = {}
+        self.jvm_threads: dict[str, float] = {}
+        self.names: dict[str, str] = {}  # JVM thread key -> its name (digits dropped), for the breakdown
         self._stop = threading.Event()
         self._sample(base=True)
         self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
@@ -230,7 +234,9 @@ class TreeSampler:
                         tkey = f"{proc.pid}/task/{tid}"
                         try:
                             with open(f"/proc/{tkey}/comm") as f:
-                                self.kinds[tkey] = jvm_thread_kind(f.read().strip())
+                                comm = f.read().strip()
+                            self.kinds[tkey] = jvm_thread_kind(comm)
+                            self.names[tkey] = "".join(c for c in comm if not c.isdigit()).strip("#-_ ")
                             self.last[tkey] = proc_cpu(tkey)
                         except OSError:
                             continue
@@ -255,6 +261,10 @@ class TreeSampler:
             out[kind] = out.get(kind, 0.0) + cpu - self.base.get(key, 0.0)
         # Threads that ended since the start are in the JVM's total, not in a thread row.
         out["jvm_rest"] = out.get("jvm", 0.0) - sum(out.get(k, 0.0) for k in ("jvm_jit", "jvm_gc", "jvm_tasks"))
+        by_name: dict[str, float] = {}
+        for key, name in self.names.items():
+            by_name[name] = by_name.get(name, 0.0) + self.last[key] - self.base.get(key, 0.0)
+        self.jvm_threads = {k: round(v, 2) for k, v in sorted(by_name.items(), key=lambda kv: -kv[1])[:10]}
         return {k: round(v, 3) for k, v in sorted(out.items())}
 
 
@@ -416,6 +426,7 @@ def run_spark(spark: Any, queue: str, n: int, args: argparse.Namespace, work: Pa
     if beam_cpu is not None:
         cpu["broker"] = round(beam_cpu, 3)
     res["cpu_s"] = cpu
+    res["jvm_threads_cpu_s"] = sampler.jvm_threads  # the top 10 thread names (Linux's 15-character comm)
     res["compared_cpu_s"] = round(sum(cpu.get(k, 0.0) for k in ("jvm", "runner", "workers", "planner", "other")), 3)
     batches = [p for p in progress if p.get("numInputRows")]
     res["batches"] = len(batches)
@@ -475,9 +486,13 @@ def ratios(results: list[dict[str, Any]]) -> list[str]:
             continue
         cpu = [s["compared_cpu_s"] / h["compared_cpu_s"] for s, h in pairs]
         e2e = [s["msgs_s"] / h["msgs_s"] for s, h in pairs]
-        after = [s.get("after_first_msgs_s", 0) / h["after_first_msgs_s"] for s, h in pairs]
+        # No "after the first batch" when N fits in one batch (a single ack).
+        after = [s["after_first_msgs_s"] / h["after_first_msgs_s"] for s, h in pairs
+                 if "after_first_msgs_s" in s and "after_first_msgs_s" in h]
 
         def fmt(values: list[float]) -> str:
+            if not values:
+                return "n/a"
             return " ".join(f"{v:.2f}" for v in values) + f" (median {statistics.median(values):.2f})"
 
         out.append(f"size {size} B, N={pairs[0][0]['n']:,}: Spark / hand-written per round: CPU per message "

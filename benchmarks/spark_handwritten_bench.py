@@ -39,7 +39,9 @@ CPU, per process, from ``/proc/PID/stat`` (utime + stime), over the same span:
   Parquet encoding and writing --, and the rest: the query's own thread, planning,
   commits, threads that ended), the source runner
   (``python_streaming_source_runner``), Spark's Python workers (``pyspark.daemon`` and
-  its forks: the tasks' ``read()``), planner workers (``pyspark.sql.worker.*``);
+  its forks: the tasks' ``read()``, and planner workers forked by the daemon), planner
+  workers started on their own (``pyspark.sql.worker.*``); the JSON also holds the
+  driver JVM's top ten thread names by CPU (``jvm_threads_cpu_s``);
 * this process (the relay, polling; the SparkSession's py4j client on the Spark side),
   and RabbitMQ's ``beam.smp`` when readable (the broker is shared: informational).
 
@@ -553,12 +555,14 @@ def main() -> None:
     try:
         if args.warm_up:
             queue = f"hwbench-warm-{uuid.uuid4().hex[:6]}"
-            publish(queue, args.warm_up, sizes[0], args.bodies)
-            wait_published(queue, args.warm_up)
-            t0 = time.perf_counter()
-            run_spark(spark, queue, args.warm_up, args, work, beam, verify=False)
-            print(f"# warm-up query: {args.warm_up:,} messages in {time.perf_counter() - t0:.1f} s", flush=True)
-            delete(queue)
+            try:
+                publish(queue, args.warm_up, sizes[0], args.bodies)
+                wait_published(queue, args.warm_up)
+                t0 = time.perf_counter()
+                run_spark(spark, queue, args.warm_up, args, work, beam, verify=False)
+                print(f"# warm-up query: {args.warm_up:,} messages in {time.perf_counter() - t0:.1f} s", flush=True)
+            finally:
+                delete(queue)
         for size in sizes:
             for round_no in range(1, args.rounds + 1):
                 order = ("hand-written", "spark") if round_no % 2 else ("spark", "hand-written")

@@ -15,6 +15,7 @@ from ackbridge.testing import eventually
 from ackbridge.testing.faults import transport_of
 from ackbridge_rabbitmq import fastpath
 from ackbridge_rabbitmq.deliveries import DecodingConnection
+from tests.fastpath_env import CASES, check_env_switch
 from tests.rabbitmq.harness import RabbitHarness, queue_counts
 
 
@@ -49,15 +50,10 @@ def test_a_missing_instance_attribute_is_refused(monkeypatch: pytest.MonkeyPatch
     assert "_method_frame" in found.reason
 
 
-@pytest.mark.parametrize(("value", "fast"), [(None, True), ("1", True), ("0", False), ("false", False),
-                                             ("off", False)])
+@pytest.mark.parametrize(("value", "fast"), CASES)
 def test_the_environment_variable_forces_the_public_path(monkeypatch: pytest.MonkeyPatch, value: str | None,
                                                          fast: bool) -> None:
-    if value is None:
-        monkeypatch.delenv(fastpath.ENV, raising=False)
-    else:
-        monkeypatch.setenv(fastpath.ENV, value)
-    assert fastpath.enabled() is fast
+    check_env_switch(fastpath, monkeypatch, value, fast)
 
 
 @pytest.fixture

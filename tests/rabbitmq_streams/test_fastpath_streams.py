@@ -17,6 +17,7 @@ from ackbridge.messages import ConfirmStatus
 from ackbridge.transport.faults import transport_of
 from ackbridge.transport.offset_log import OffsetRange
 from ackbridge_rabbitmq_streams import codec, fastpath, sections
+from tests.fastpath_env import CASES, check_env_switch
 from tests.rabbitmq_streams.streams import URL, StreamAdmin
 
 
@@ -68,15 +69,10 @@ def test_an_rstream_that_decodes_otherwise_is_refused(monkeypatch: pytest.Monkey
     assert "decodes sample message 2" in found.reason
 
 
-@pytest.mark.parametrize(("value", "fast"), [(None, True), ("1", True), ("0", False), ("false", False),
-                                             ("off", False)])
+@pytest.mark.parametrize(("value", "fast"), CASES)
 def test_the_environment_variable_forces_the_public_path(monkeypatch: pytest.MonkeyPatch, value: str | None,
                                                          fast: bool) -> None:
-    if value is None:
-        monkeypatch.delenv(fastpath.ENV, raising=False)
-    else:
-        monkeypatch.setenv(fastpath.ENV, value)
-    assert fastpath.enabled() is fast
+    check_env_switch(fastpath, monkeypatch, value, fast)
 
 
 @pytest.fixture

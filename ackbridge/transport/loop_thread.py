@@ -40,6 +40,7 @@ from ackbridge.errors import ConnectionLostError, StaleDeliveryError
 from ackbridge.kernel.generations import check_ops
 from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, unsent
 from ackbridge.transport import AsyncTransport, ForwardedFaults, SyncTransport, TransportEvents
+from ackbridge.transport.leftovers import cancel_leftovers
 from ackbridge.urls import BrokerURL, redact
 
 log = logging.getLogger("ackbridge")
@@ -67,6 +68,7 @@ class LoopThread:
         try:
             self.loop.run_forever()
         finally:
+            cancel_leftovers(self.loop)
             # Closed here, by the thread that ran it, when stop() could not: stop() called from
             # the loop itself, or a join that timed out. A loop left open holds its selector's
             # socket pair until a garbage collection finds it (a ResourceWarning then).

@@ -52,3 +52,30 @@ def test_a_transport_closed_in_the_stopping_turn_closes_its_socket() -> None:
     finally:
         peer.close()
         server.close()
+
+
+def test_a_task_left_pending_is_cancelled_when_the_loop_stops() -> None:
+    """A task still waiting when the loop stops (a client whose close did not finish) is
+    cancelled and unwound before the loop closes, not left for the garbage collector."""
+    import asyncio
+
+    from ackbridge.transport.loop_thread import LoopThread
+
+    thread = LoopThread("ab-test-leftover")
+    unwound = []
+    tasks: list[asyncio.Task[None]] = []
+
+    async def forever() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            unwound.append(True)
+
+    async def spawn() -> None:
+        tasks.append(asyncio.get_running_loop().create_task(forever()))
+        await asyncio.sleep(0)
+
+    thread.run(spawn(), 5)
+    thread.stop()
+    assert thread.loop.is_closed()
+    assert tasks[0].cancelled() and unwound == [True]

@@ -102,8 +102,7 @@ class Pipeline:
                 await self._guarded(delivery, handler)
         except Exception as exc:
             if delivery.settled or delivery.stale:
-                log.warning("ackbridge.pipeline: the handler of %r raised %s after settling its delivery "
-                            "itself; nothing more is done", self.queue, type(exc).__name__)
+                self.report.settled_by_handler(exc)
                 return
             await self._failed(delivery, exc)
             return
@@ -255,8 +254,7 @@ class Pipeline:
                 await self._guarded(held.view(), handler)  # type: ignore[arg-type]  # a delivery in all but type
             except Exception as exc:
                 if delivery.settled or delivery.stale:
-                    log.warning("ackbridge.pipeline: the handler of %r raised %s after settling its delivery "
-                                "itself; nothing more is done", self.queue, type(exc).__name__)
+                    self.report.settled_by_handler(exc)
                     return True
                 await self._failed(delivery, exc, held.headers)
                 return True

@@ -84,9 +84,6 @@ class HeldRetries:
             heapq.heappush(self._heap, Held(time.monotonic() + delay, next(self._order), delivery, headers))
             self._cond.notify()
 
-    def __len__(self) -> int:
-        return len(self._heap)
-
     def close(self) -> int:
         """Stop: an attempt in progress finishes first; the rest stay unsettled (the
         consumer's close gives them back). Returns how many were given up."""

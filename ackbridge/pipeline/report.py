@@ -55,6 +55,10 @@ class Report:
                     "to %r with the failure headers [broker %s]", plan.message_id, self.queue, plan.attempt,
                     reason, plan.destination, self.broker)
 
+    def settled_by_handler(self, exc: BaseException) -> None:
+        log.warning("ackbridge.pipeline: the handler of %r raised %s after settling its delivery itself; nothing "
+                    "more is done [broker %s]", self.queue, type(exc).__name__, self.broker)
+
     def held(self, plan: Plan) -> None:
         self._add("retries_scheduled", **{"ackbridge.level": plan.level})
         log.info("ackbridge.pipeline: message %r from %r failed attempt %d (%s); held unsettled, retry in %.3g s "

@@ -114,8 +114,7 @@ class Pipeline:
                 self._guarded(delivery, handler)
         except Exception as exc:
             if delivery.settled or delivery.stale:
-                log.warning("ackbridge.pipeline: the handler of %r raised %s after settling its delivery "
-                            "itself; nothing more is done", self.queue, type(exc).__name__)
+                self.report.settled_by_handler(exc)
                 return
             self._failed(delivery, exc)
             return
@@ -265,8 +264,7 @@ class Pipeline:
                 self._guarded(held.view(), handler)  # type: ignore[arg-type]  # a Delivery in all but type
             except Exception as exc:
                 if delivery.settled or delivery.stale:
-                    log.warning("ackbridge.pipeline: the handler of %r raised %s after settling its delivery "
-                                "itself; nothing more is done", self.queue, type(exc).__name__)
+                    self.report.settled_by_handler(exc)
                     return
                 self._failed(delivery, exc, held.headers)
                 return

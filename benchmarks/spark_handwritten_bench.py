@@ -400,6 +400,8 @@ def run_spark(spark: Any, queue: str, n: int, args: argparse.Namespace, work: Pa
     wall_start = time.time()
     reader = (spark.readStream.format("ackbridge").option("url", url).option("queue", queue)
               .option("maxRecordsPerBatch", str(args.batch)))
+    if args.max_partition_bytes:  # the connector's default (16 MiB) unless asked; a huge value: one task a batch
+        reader = reader.option("maxPartitionBytes", str(args.max_partition_bytes))
     if args.write_ahead_path:  # not the default: batches travel as fsynced Arrow files, not inside the task
         reader = reader.option("writeAheadPath", os.path.join(args.write_ahead_path, queue))
     stream = reader.load()
@@ -521,6 +523,9 @@ def main() -> None:
     parser.add_argument("--write-ahead-path", default="",
                         help="run the source with writeAheadPath under this directory (not the default; the "
                              "connector's advice for batches of tens of MB)")
+    parser.add_argument("--max-partition-bytes", type=int, default=0,
+                        help="the source's maxPartitionBytes (default: the connector's, 16 MiB; 2000000000 plans "
+                             "each batch as one task, as before the option)")
     parser.add_argument("--work", default="", help="directory for Parquet output and checkpoints (default: a temp dir)")
     parser.add_argument("--json", default="", help="append each run's result as a JSON line to this file")
     args = parser.parse_args()
@@ -550,7 +555,8 @@ def main() -> None:
     results: list[dict[str, Any]] = []
     print(f"# N={args.messages:,} sizes={sizes} rounds={args.rounds} batch={args.batch:,} prefetch={args.prefetch:,} "
           f"trigger={args.trigger} s jit={args.jit} bodies={args.bodies} warm-up={args.warm_up:,} work={work} "
-          f"writeAheadPath={args.write_ahead_path or 'off'} driver-memory={args.driver_memory or 'default'} "
+          f"writeAheadPath={args.write_ahead_path or 'off'} maxPartitionBytes={args.max_partition_bytes or 'default'} "
+          f"driver-memory={args.driver_memory or 'default'} "
           f"cores={os.cpu_count()} load={os.getloadavg()[0]:.1f}", flush=True)
     try:
         if args.warm_up:

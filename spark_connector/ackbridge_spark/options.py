@@ -29,7 +29,7 @@ from ackbridge_spark.fault_seam import NO_FAULTS, Faults, is_fault_option, parse
 OWN_OPTIONS = (
     "url", "queue", "topic", "address", "subscribe", "username", "password", "prefetch", "maxRecordsPerBatch",
     "writeAheadPath", "writeAheadFileMode", "settleOnPlan", "availableNowIdleMs", "dedupeReplayed",
-    "failOnDataLoss", "parallelism", "confirmTimeout", "window", "messageIdPrefix", "fetch",
+    "failOnDataLoss", "parallelism", "confirmTimeout", "window", "messageIdPrefix", "fetch", "maxPartitionBytes",
 )
 # Test-only faults (``testSeverAfterBatches``...) are no user option: see ackbridge_spark.fault_seam.
 _OWN = {name.lower() for name in OWN_OPTIONS}
@@ -38,6 +38,9 @@ SPARK_OPTIONS = ("checkpointLocation", "queryName", "outputMode", "path", "trigg
 _SPARK = {name.lower() for name in SPARK_OPTIONS}
 _DESTINATION_KEYS = ("queue", "topic", "address", "subscribe")
 MAX_DEFAULT_PREFETCH = 65535
+#: Default of ``maxPartitionBytes``: a 25,000 x 4 KiB batch goes as 7 tasks, far under Spark's
+#: 128 MiB task limit; a 25,000 x 256 B batch (6.4 MB) stays one task.
+DEFAULT_PARTITION_BYTES = 16 * 1024 * 1024
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -120,6 +123,9 @@ class ConnectorOptions:
     fail_on_data_loss: bool = False
     #: Reader processes (each with its own broker connection) and the least partitions per batch.
     parallelism: int = 1
+    #: Most Arrow bytes of rows one task carries inside itself (no ``writeAheadPath``): a larger
+    #: batch is planned as several partitions (:func:`ackbridge_spark.push.partition.in_task_partitions`).
+    max_partition_bytes: int = DEFAULT_PARTITION_BYTES
     #: Batch files are fsynced (file and directory) before Spark may plan on them. False only for
     #: the parallel readers' private temporary directory, which no restarted query reads.
     write_ahead_durable: bool = True
@@ -205,6 +211,7 @@ def parse(options: Mapping[str, str], *, check_plugin: bool = True) -> Connector
         faults=parse_faults(opts),
         fail_on_data_loss=_bool(opts, "failondataloss", False),
         parallelism=_int(opts, "parallelism", 1),
+        max_partition_bytes=_int(opts, "maxpartitionbytes", DEFAULT_PARTITION_BYTES, minimum=1024),
         passthrough=passthrough,
     )
     if check_plugin:

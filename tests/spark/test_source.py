@@ -197,6 +197,28 @@ def test_max_records_bound_and_available_now_drains(spark: Any, broker: Broker, 
     eventually(lambda: broker.counts(queue) == (0, 0), 30, message="everything settled")
 
 
+def test_a_batch_over_max_partition_bytes_is_read_as_several_tasks(spark: Any, broker: Broker,
+                                                                   tmp_path: Path) -> None:
+    queue = broker.new_queue()
+    confirmed = broker.publish(queue, 200)
+    seen, tasks = Collector(), []
+
+    def counted(df: Any, batch_id: int) -> None:
+        tasks.append(df.rdd.getNumPartitions())
+        seen(df, batch_id)
+
+    # ~100 Arrow bytes a row: a 200-row batch is several 4 KiB tasks, still one micro-batch.
+    query = (stream(spark, broker, queue, maxRecordsPerBatch="200", maxPartitionBytes="4096",
+                    availableNowIdleMs="500")
+             .writeStream.foreachBatch(counted).option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(availableNow=True).start())
+    assert query.awaitTermination(180), "AvailableNow query did not stop"
+    assert query.exception() is None
+    assert max(tasks) > 1, tasks
+    assert sorted(seen.ids) == sorted(confirmed)
+    eventually(lambda: broker.counts(queue) == (0, 0), 30, message="everything settled")
+
+
 def test_spark_committed_label_reaches_producer(spark: Any, broker: Broker, tmp_path: Path) -> None:
     import ackbridge
 

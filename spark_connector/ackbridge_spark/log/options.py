@@ -46,6 +46,7 @@ NOT_FOR_LOGS = {
     "confirmTimeout": "a sink option",
     "window": "a sink option",
     "messageIdPrefix": "a sink option",
+    "maxPartitionBytes": "executors read ranges; no rows travel inside a task",
 }
 _DESTINATION_KEYS = ("queue", "topic", "address", "subscribe")
 _SPARK = {"checkpointlocation", "queryname", "outputmode", "path", "trigger", "mergeschema"}

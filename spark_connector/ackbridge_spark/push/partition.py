@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from ackbridge_spark.schema import ARROW_SCHEMA, from_ipc
+from ackbridge_spark.schema import ARROW_SCHEMA, from_ipc, to_ipc
 
 
 class AckbridgePartition(InputPartition):
@@ -28,6 +28,25 @@ class AckbridgePartition(InputPartition):
 
     def __repr__(self) -> str:
         return f"AckbridgePartition(path={self.path!r}, bytes={len(self.ipc or b'')}, rows={self.rows})"
+
+
+def in_task_partitions(batch: pa.RecordBatch, max_bytes: int) -> list[AckbridgePartition]:
+    """*batch* as partitions whose rows travel inside their tasks, each about *max_bytes* at most.
+
+    Every task's bytes are pickled on the driver, sent over Spark's RPC (a task may
+    not exceed ``spark.rpc.message.maxSize``, 128 MiB, or the query fails) and held
+    whole in the JVM's heap while it is scheduled. A planned batch of 25,000 bodies of
+    4 KiB is ~100 MB: as one task it came near that limit and its GC cost grew with it.
+    Split by rows, each part is one task of its own: the batch stays one micro-batch
+    (Spark's per-batch cost is paid once) and the parts are read in parallel. Parts are
+    cut at equal row counts; a single row larger than *max_bytes* still travels whole.
+    """
+    parts = min(batch.num_rows, -(-batch.nbytes // max_bytes)) if batch.num_rows else 1
+    if parts <= 1:
+        return [AckbridgePartition(ipc=to_ipc(batch))]
+    rows = -(-batch.num_rows // parts)
+    return [AckbridgePartition(ipc=to_ipc(batch.slice(start, rows)))
+            for start in range(0, batch.num_rows, rows)]
 
 
 #: Rows of a partition go to Spark in record batches of about this many bytes.

@@ -49,12 +49,12 @@ from ackbridge_spark import fault_seam
 from ackbridge_spark.atomic_files import write_atomically
 from ackbridge_spark.options import ConnectorOptions
 from ackbridge_spark.push.loss import LossWatch
-from ackbridge_spark.push.partition import AckbridgePartition, read_partition
+from ackbridge_spark.push.partition import AckbridgePartition, in_task_partitions, read_partition
 from ackbridge_spark.push.settlement import Settlement
 from ackbridge_spark.push.write_ahead import batch_file, remove_through
 from ackbridge_spark.reader_state import OptionsOnlyPickle
 from ackbridge_spark.runner import install_sigterm_handler, tune_gc
-from ackbridge_spark.schema import BodyScratch, to_ipc, to_record_batch
+from ackbridge_spark.schema import BodyScratch, to_record_batch
 from ackbridge_spark.sources import is_mqtt, subscribe_all
 
 if TYPE_CHECKING:
@@ -295,11 +295,7 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], DataSourceStrea
         if wal is not None:
             write_atomically(wal, batch, self._opts.write_ahead_file_mode, durable=self._opts.write_ahead_durable)
             return [AckbridgePartition(path=wal)]
-        ipc = to_ipc(batch)
-        if len(ipc) > 32 * 1024 * 1024:
-            log.warning("ackbridge batch of %d bytes is pickled into its task; lower maxRecordsPerBatch "
-                        "or set writeAheadPath", len(ipc))
-        return [AckbridgePartition(ipc=ipc)]
+        return in_task_partitions(batch, self._opts.max_partition_bytes)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition)

@@ -5,7 +5,8 @@ uncounted) and then does the row's work on n messages, timed between two
 ``perf_counter()`` calls that benchmarks/cpu_clock.py reads the CPU clock at.
 The sides come from the per-broker benchmarks (rabbitmq_bench.py, nats_bench.py,
 mqtt_bench.py, amqp10_bench.py, async_face_bench.py, spark_stream_bench.py) and,
-where those have none, from cpu_raw_sides.py and cpu_ackbridge_sides.py.
+where those have none, from cpu_raw_sides.py and cpu_ackbridge_sides.py; the embedded broker's
+fair raw side (persist-queue) from cpu_raw_persistqueue.py.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 import amqp10_bench as a10
 import async_face_bench as afb
 import cpu_ackbridge_sides as ab
+import cpu_raw_persistqueue as pq
 import cpu_raw_sides as raw
 import mqtt_bench as mb
 import nats
@@ -250,6 +252,8 @@ def embedded(n: int) -> Iterator[list[Row]]:
 
         insert = functools.partial(raw.sqlite_insert, published)
         take = side(lambda: raw.sqlite_insert(leased, n, WINDOW), lambda k: raw.sqlite_take_delete(leased, k, prefetch))
+        pq_path = os.path.join(tmp, "pq-consume")
+        pq_take = side(lambda: pq.put(pq_path, n, BODY), lambda k: pq.get_ack(pq_path, k))
         yield [
             Row("embedded sync publish+confirms", lambda k: ab.publish(url, queue(), k, WINDOW, BODY),
                 lambda k: insert(k, WINDOW), "sqlite3 inserts"),
@@ -258,6 +262,12 @@ def embedded(n: int) -> Iterator[list[Row]]:
                 lambda k: insert(k, WINDOW), "sqlite3 inserts"),
             Row("embedded sync consume+ack", sync_consume, take, "sqlite3 lease+delete"),
             Row("embedded async consume+ack", async_consume, take, "sqlite3 lease+delete"),
+            # The fair raw side: a durable SQLite queue with per-message acks a user would pick instead.
+            Row("embedded sync publish+confirms (persist-queue)", lambda k: ab.publish(url, queue(), k, WINDOW, BODY),
+                lambda k: pq.put(os.path.join(tmp, f"pq-{uuid.uuid4().hex[:8]}"), k, BODY),
+                "persist-queue SQLiteAckQueue put"),
+            Row("embedded sync consume+ack, get() (persist-queue)", sync_consume, pq_take,
+                "persist-queue SQLiteAckQueue get+ack"),
         ]
 
 

@@ -22,7 +22,7 @@ if "$VENV/bin/python" -m pip show -q ackbridge-local >/dev/null 2>&1; then
     "$VENV/bin/python" -m pip uninstall -q -y ackbridge-local 2>&1 | quiet
 fi
 # postgres: psycopg 3 for ackbridge.transactional on PostgreSQL (tests/transactional).
-editables=(-e ".[${EXTRAS:-test,docs,package,postgres}]")
+editables=(-e ".[${EXTRAS:-test,docs,package,postgres,bench}]")
 for dir in plugins/*/ spark_connector/; do
     [ "${SKIP_SPARK:-0}" = 1 ] && [ "$dir" = spark_connector/ ] && continue
     # The connector with its Spark Connect extra: the Connect tests need grpc (no silent skip).

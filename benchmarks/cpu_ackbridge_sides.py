@@ -44,6 +44,30 @@ def consume(url: str, source: str, n: int, prefetch: int, **options: Any) -> Non
         consumer.close()
 
 
+def consume_handler(url: str, source: str, n: int, prefetch: int, **options: Any) -> None:
+    """``consume(handler=...)``: each delivery acked in the handler (the default handler
+    thread, off the transport's I/O thread), in the shape of a raw client's callback."""
+    import threading
+
+    done = threading.Event()
+    handled = [0]
+
+    def handler(delivery: Any) -> None:
+        if not handled[0]:
+            CLOCK.perf_counter()  # the subscription is up and delivering: the clock starts
+        delivery.ack()
+        handled[0] += 1
+        if handled[0] == n:
+            done.set()
+
+    with ackbridge.connect(url, **options) as conn:
+        consumer = conn.consume(source, prefetch=prefetch, handler=handler)
+        assert done.wait(300), f"ran dry after {handled[0]}"
+        consumer.flush()
+        CLOCK.perf_counter()
+        consumer.close()
+
+
 async def publish_async(url: str, destination: str, n: int, window: int, body: bytes, **options: Any) -> None:
     conn = await ackbridge.connect_async(url, **options)
     try:

@@ -22,12 +22,14 @@ from nats.aio.msg import Msg
 
 from ackbridge.errors import InvalidOptionError
 from ackbridge.kernel.generations import check_generation, check_ops
+from ackbridge.messages import ACK as ACK_VERB
+from ackbridge.messages import REQUEUE as REQUEUE_VERB
 from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, refused, unknown
 from ackbridge.transport import AsyncTransport, TransportEvents
 from ackbridge.transport.held_work import HeldWork
 from ackbridge.transport.loop_thread import LoopThreadTransport, call_on_loop
 from ackbridge.urls import BrokerURL
-from ackbridge_nats import codec, queues
+from ackbridge_nats import codec, fastpath, queues, wire
 from ackbridge_nats.capabilities import CAPABILITIES
 from ackbridge_nats.errors import nats_error
 from ackbridge_nats.link import Link, describe, seconds_ns
@@ -61,6 +63,8 @@ class NatsAsyncTransport(AsyncTransport):
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping: set[asyncio.Task[None]] = set()
         self.held = HeldWork(events, lambda: self.generation)
+        #: nats-py's internals in use (fastpath.py): deliveries and settlements past its per-message API.
+        self.fast_path = fastpath.enabled()
         self._nak = NAK if not self.nats.requeue_delay else (
             NAK + b" " + json.dumps({"delay": seconds_ns(self.nats.requeue_delay)}).encode())
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -143,7 +147,7 @@ class NatsAsyncTransport(AsyncTransport):
             await queues.ensure_consumer(client, stream, source, self.nats,
                                          max_ack_pending=self.nats.max_ack_pending or prefetch)
             sub = PullSubscription(subscription, source, stream, self.nats.durable, prefetch,
-                                   self.nats.pull_expires, self.events.deliver)
+                                   self.nats.pull_expires, self.events.deliver, direct=self.fast_path)
             self.subs[subscription] = sub
             await sub.start(client, self.generation)
         except Exception as exc:
@@ -172,31 +176,39 @@ class NatsAsyncTransport(AsyncTransport):
             await self.apply(client, ops)
 
     async def apply(self, client: Client, ops: Sequence[WireSettle]) -> None:
-        touched: dict[str, PullSubscription] = {}
+        touched: list[PullSubscription] = []
         confirms: list[Coroutine[Any, Any, Any]] = []
+        publishes: list[tuple[str, bytes]] = []  # +ACK and -NAK, in order, written together (wire.py)
         subs = self.subs
         double_ack = self.nats.double_ack
+        nak = self._nak
+        last: PullSubscription | None = None
         for op in ops:
             tag = str(op.wire_tag)
             sub = subs.get(op.subscription)
             if sub is not None:
                 sub.settled(tag)
-                touched[op.subscription] = sub
-            if op.verb is WireVerb.ACK:
+                if sub is not last and sub not in touched:
+                    touched.append(sub)
+                last = sub
+            verb = op.verb  # compared with module constants: a WireVerb.X read costs ~0.4 us (messages.py)
+            if verb is ACK_VERB:
                 if double_ack:
                     confirms.append(client.request(tag, ACK, timeout=self.settings.connect_timeout))
                 else:
-                    await client.publish(tag, ACK)
-            elif op.verb is WireVerb.REQUEUE:
-                await client.publish(tag, self._nak)
+                    publishes.append((tag, ACK))
+            elif verb is REQUEUE_VERB:
+                publishes.append((tag, nak))
             else:
                 self.spawn(self._dead_letter(client, op))
+        if publishes:
+            await wire.publish_all(client, publishes, direct=self.fast_path)
         if confirms:
             for result in await asyncio.gather(*confirms, return_exceptions=True):
                 if isinstance(result, BaseException):
                     log.warning("ackbridge-nats: an ack was not confirmed by the server (%s); JetStream "
                                 "redelivers the message after ack_wait if it was lost", describe(result))
-        for sub in touched.values():
+        for sub in touched:
             if sub.credit_to_ask():
                 await sub.top_up()
 

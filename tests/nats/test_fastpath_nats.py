@@ -92,6 +92,9 @@ def test_settlement_publishes_reach_the_server_as_the_public_path_sends_them(dir
         await client.flush()
         before = dict(client.stats)
         await wire.publish_all(client, publishes, direct=direct)
+        # The flusher is kicked: they leave now, not with whatever the client writes next (a
+        # PONG to the server's first PING would take them along ~2 s later).
+        assert client._flush_queue is not None and not client._flush_queue.empty()
         await _wait_for(lambda: len(got) == len(publishes), f"{len(got)} of {len(publishes)} arrived")
         assert got == [body for _subject, body in publishes]
         assert client.stats["out_msgs"] - before["out_msgs"] == len(publishes)

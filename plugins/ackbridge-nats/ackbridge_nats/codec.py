@@ -128,11 +128,21 @@ def ack_metadata(reply: str) -> tuple[str, int, int] | None:
 def inbound(msg: Msg, generation: int, source: str) -> InboundMessage:
     """The delivery *msg* (from a pull request) as the core sees it."""
     reply = msg.reply
-    meta = ack_metadata(reply)
-    delivered = meta[2] if meta is not None else None
-    # The same in every delivery of the stored message: ack_wait redelivers it while
-    # an earlier delivery is unsettled, and that is no separately stored copy.
-    stored = (meta[0], meta[1]) if meta is not None else None
+    delivered: int | None
+    # The broker id is the same in every delivery of the stored message: ack_wait redelivers
+    # it while an earlier delivery is unsettled, and that is no separately stored copy.
+    stored: tuple[str, int] | None
+    tokens = reply.split(".")
+    if len(tokens) == 9 and tokens[1] == "ACK" and tokens[0] == "$JS":
+        # The layout without a domain (nats-server's here), parsed inline: this runs per message.
+        try:
+            delivered, stored = int(tokens[4]), (tokens[2], int(tokens[5]))
+        except ValueError:
+            delivered = stored = None
+    else:
+        meta = ack_metadata(reply)
+        delivered = meta[2] if meta is not None else None
+        stored = (meta[0], meta[1]) if meta is not None else None
     raw: Mapping[str, str] = msg.headers or {}
     if not raw:
         return InboundMessage(wire_tag=reply, generation=generation, body=msg.data, source=source,

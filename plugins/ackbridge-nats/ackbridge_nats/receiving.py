@@ -165,11 +165,13 @@ class PullSubscription:
         """The credit a pull request would ask for now: at least half of it free (or all
         of it, no request open), else 0. Checked before :meth:`top_up` on the per-ack path
         (no coroutine made for the many settlements that ask for nothing)."""
+        # The arithmetic first: on most settlements it alone says "nothing yet".
+        requested = self.requested
+        free = self.prefetch - len(self.outstanding) - requested
+        if free <= 0 or (requested and free < max(1, self.prefetch // 2)):
+            return 0
         client = self.client
         if client is None or self.closed or self.consumer_gone or not client.is_connected:
-            return 0
-        free = self.prefetch - len(self.outstanding) - self.requested
-        if free <= 0 or (self.requested and free < max(1, self.prefetch // 2)):
             return 0
         return free
 

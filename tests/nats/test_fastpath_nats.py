@@ -105,28 +105,48 @@ def test_settlement_publishes_reach_the_server_as_the_public_path_sends_them(dir
 
 def test_a_direct_subscription_hands_messages_over_in_order_and_survives_a_failing_handler(
         caplog: pytest.LogCaptureFixture) -> None:
+    """Messages without headers reach the plain handler from the parser (no Msg), those with
+    headers the Msg handler: one order across both, counted as nats-py counts, and one
+    handler's exception is logged, not the end of the connection."""
     subject = f"abdirect.{uuid.uuid4().hex[:10]}"
+    reply = f"abreply.{uuid.uuid4().hex[:10]}"
 
     async def scenario(client: Client) -> None:
-        got: list[bytes] = []
+        got: list[tuple[str, bytes, str]] = []
 
         def handler(msg: Msg) -> None:
-            if msg.data == b"boom":
-                raise RuntimeError("a handler's bug")
-            got.append(msg.data)
+            got.append(("msg", msg.data, msg.reply))
 
-        sub = await dispatch.subscribe(client, subject, handler, direct=True)
+        def plain(subject_: bytes, reply_: bytes, data: bytes) -> None:
+            assert subject_.decode() == subject
+            if data == b"boom":
+                raise RuntimeError("a handler's bug")
+            got.append(("plain", data, reply_.decode()))
+
+        sub = await dispatch.subscribe(client, subject, handler, plain, direct=True)
         assert isinstance(sub._pending_queue, DirectQueue)
         assert sub._wait_for_msgs_task is None  # no task per subscription, no coroutine per message
         await client.flush()
-        bodies = [b"%d" % i for i in range(200)]
-        for body in bodies[:100]:
-            await client.publish(subject, body)
-        await client.publish(subject, b"boom")
-        for body in bodies[100:]:
-            await client.publish(subject, body)
-        await _wait_for(lambda: len(got) == len(bodies), f"{len(got)} of {len(bodies)} arrived")
-        assert got == bodies
+        before = dict(client.stats)
+        expected: list[tuple[str, bytes, str]] = []
+        for i in range(200):
+            body = b"%d" % i
+            if i % 10 == 3:  # with a header: nats-py's own path, then the Msg handler
+                await client.publish(subject, body, reply=reply, headers={"k": "v"})
+                expected.append(("msg", body, reply))
+            elif i % 10 == 7:  # no reply subject: nats-py's own path too
+                await client.publish(subject, body)
+                expected.append(("msg", body, ""))
+            else:
+                await client.publish(subject, body, reply=reply)
+                expected.append(("plain", body, reply))
+            if i == 100:
+                await client.publish(subject, b"boom", reply=reply)
+        await _wait_for(lambda: len(got) == len(expected), f"{len(got)} of {len(expected)} arrived")
+        assert got == expected
+        assert client.stats["in_msgs"] - before["in_msgs"] == len(expected) + 1
+        assert client.stats["in_bytes"] - before["in_bytes"] == sum(len(b) for _k, b, _r in expected) + 4
+        assert sub._received == len(expected) + 1
         assert sub._pending_size == 0  # nats-py's slow-consumer count is handed back message by message
         assert client.is_connected  # one handler's error did not end the connection
         await sub.unsubscribe()
@@ -134,6 +154,19 @@ def test_a_direct_subscription_hands_messages_over_in_order_and_survives_a_faili
     with caplog.at_level(logging.ERROR, logger="ackbridge.nats"):
         _on_raw_client(scenario)
     assert any("handling a message" in r.getMessage() for r in caplog.records)
+
+
+def test_a_process_msg_with_other_arguments_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def process_msg(self: Any, sid: int, subject: bytes, reply: bytes, data: bytes) -> None:
+        # A nats-py whose parser no longer passes the headers apart, using the same names.
+        sub = self._subs.get(sid)
+        sub._pending_size += len(data)
+        sub._pending_queue.put_nowait(data)
+
+    monkeypatch.setattr(Client, "_process_msg", process_msg)
+    found = fastpath.check()
+    assert not found.available
+    assert "_process_msg takes" in found.reason
 
 
 @pytest.mark.parametrize(("value", "fast"), [(None, True), ("0", False)])

@@ -7,7 +7,8 @@ yappi on ``benchmarks/cpu_per_message.py --only nats``):
 * :mod:`ackbridge_nats.dispatch`: a pull subscription's deliveries are handed to
   its handler as nats-py parses them (the subscription's ``_pending_queue`` is
   replaced), instead of through an ``asyncio.Queue``, a task and a coroutine per
-  message;
+  message; those without headers straight from the parser's call of the client's
+  ``_process_msg`` (taken over per client), with no ``Msg`` built;
 * :mod:`ackbridge_nats.wire`: a run of settlements (``+ACK``, ``-NAK``) is put in
   the client's output buffer (``_pending``) as PUB commands built at once, with
   one kick of its flusher, instead of one ``Client.publish`` per message.
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 
 from nats.aio.client import Client
 from nats.aio.subscription import Subscription
+from nats.protocol.parser import Parser
 
 log = logging.getLogger("ackbridge.nats")
 
@@ -43,11 +45,15 @@ _USED: tuple[tuple[type, str, tuple[str, ...]], ...] = (
     # Hands each parsed MSG of a subscription without a callback to put_nowait, and counts its bytes.
     (Client, "_process_msg", ("_subs", "_pending_queue", "put_nowait", "_pending_size")),
     (Subscription, "__init__", ("_pending_queue", "_pending_size")),
+    # The parser hands each message's raw fields to the client's _process_msg (taken over).
+    (Parser, "parse", ("_process_msg",)),
     # The output buffer wire.py appends to, and how a publish kicks the flusher.
     (Client, "_send_publish", ("stats", "_send_command", "_flush_queue", "_flush_pending")),
     (Client, "_send_command", ("_pending", "_pending_data_size", "_max_pending_size", "_flush_pending")),
-    (Client, "__init__", ("_pending", "_pending_data_size", "_max_pending_size", "_flush_queue", "stats")),
+    (Client, "__init__", ("_pending", "_pending_data_size", "_max_pending_size", "_flush_queue", "stats", "_subs")),
 )
+#: The arguments Parser.parse passes to Client._process_msg, in order.
+_PROCESS_MSG_ARGS = ("self", "sid", "subject", "reply", "data", "headers")
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,9 @@ def check(version: str | None = None) -> Support:
         for name in names:
             if name not in used:
                 return Support(False, f"nats-py {found}'s {owner.__name__}.{method} no longer uses {name}")
+    arguments = Client._process_msg.__code__.co_varnames[:len(_PROCESS_MSG_ARGS)]
+    if arguments != _PROCESS_MSG_ARGS:
+        return Support(False, f"nats-py {found}'s Client._process_msg takes {arguments}, not {_PROCESS_MSG_ARGS}")
     return Support(True, f"nats-py {found}")
 
 

@@ -87,7 +87,7 @@ class PullSubscription:
         self.requested = 0
         self.inbox = client.new_inbox()
         self.sub = await dispatch.subscribe(client, self.inbox, functools.partial(self._on_msg, self.inbox),
-                                            direct=self.direct)
+                                            functools.partial(self._on_plain, self.inbox), direct=self.direct)
         self.last_heard = time.monotonic()
         if self._watchdog is None:
             self._watchdog = asyncio.get_running_loop().create_task(self.watch())
@@ -120,16 +120,30 @@ class PullSubscription:
         reply = msg.reply
         if not reply:
             self._on_status(msg)
+        elif not self._held(reply):
+            self._deliver(self.name, codec.inbound(msg, self.generation, self.source))
+
+    def _on_plain(self, inbox: str, subject: bytes, reply: bytes, data: bytes) -> None:
+        """_on_msg for a delivery without headers, from its raw fields (dispatch.take_over)."""
+        if inbox != self.inbox:
             return
+        self.last_heard = _monotonic()
+        tag = reply.decode()
+        if not self._held(tag):
+            self._deliver(self.name, codec.inbound_plain(subject.decode(), tag, data, self.generation, self.source))
+
+    def _held(self, reply: str) -> bool:
+        """Count a delivery in (its credit used, its reply subject outstanding); True when
+        it is held to be released instead: it reached a stopping subscription's open
+        pull request, and is -NAKed once the request ends."""
         if self.requested:
             self.requested -= 1
         self.outstanding[reply] = None
-        if self.closed:
-            # Sent to a stopping subscription's open pull request: held, -NAKed once the request ends.
-            self.after_stop.append(reply)
-            self._check_requests_ended()
-            return
-        self._deliver(self.name, codec.inbound(msg, self.generation, self.source))
+        if not self.closed:
+            return False
+        self.after_stop.append(reply)
+        self._check_requests_ended()
+        return True
 
     def _check_requests_ended(self) -> None:
         if self.requested == 0 and self._requests_ended is not None:

@@ -73,6 +73,13 @@ async def nats_pull_consume(nc: Client, m: int, expires: float = 1.0) -> None:
     """Drain *m* from a new, filled JetStream queue by hand-made pull requests."""
     subject = await nats_new_queue(nc)
     await nats_fill(nc, subject, m)
+    await nats_pull_drain(nc, subject, m, expires)
+    await nc.jsm().delete_stream(stream_name(subject))
+
+
+async def nats_pull_drain(nc: Client, subject: str, m: int, expires: float = 1.0) -> None:
+    """Consume and +ACK *m* messages of the filled queue *subject* by hand-made pull
+    requests (benchmarks/instructions.py counts this alone, the queue filled apart)."""
     stream = stream_name(subject)
     next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{DEFAULT_DURABLE}"
     inbox = nc.new_inbox()
@@ -106,7 +113,6 @@ async def nats_pull_consume(nc: Client, m: int, expires: float = 1.0) -> None:
     await top_up()
     await asyncio.wait_for(done.wait(), 120)
     await sub.unsubscribe()
-    await nc.jsm().delete_stream(stream)
 
 
 async def rstream_publish(stream: str, n: int, window: int) -> None:

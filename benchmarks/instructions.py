@@ -24,7 +24,7 @@ the core's own work per message. Instructions are not seconds: waiting (fsync,
 the broker, the network) and the kernel's work cost none, and a cache miss counts
 as one instruction.
 
-    .venv/bin/python benchmarks/instructions.py [--rows engine,core,rabbitmq,mqtt,amqp10] [--n1 2000 --n2 6000]
+    .venv/bin/python benchmarks/instructions.py [--rows engine,core,rabbitmq,mqtt,amqp10,nats] [--n1 2000 --n2 6000]
 
 Before/after a change: run this script from each checkout's virtualenv
 (``/other/.venv/bin/python benchmarks/instructions.py``); the benchmark functions
@@ -183,8 +183,29 @@ def _amqp10(side: str, n: int, ctx: dict[str, Any]) -> None:
      "ab_receive_handler": lambda: ab.ab_receive_handler(address, n, 200)}[side]()
 
 
+def _nats(side: str, n: int, ctx: dict[str, Any]) -> None:
+    import asyncio
+
+    import cpu_ackbridge_sides as ab
+    import cpu_raw_sides as raw
+    import nats
+    import nats_bench as nb
+    subject = ctx["subject"]  # filled by the parent
+
+    async def raw_consume() -> None:
+        nc = await nats.connect(nb.URL)
+        try:
+            await raw.nats_pull_drain(nc, subject, n)
+        finally:
+            await nc.close()
+
+    {"raw_consume": lambda: asyncio.run(raw_consume()),
+     "ab_consume": lambda: ab.consume(nb.URL, subject, n, nb.PREFETCH),
+     "ab_consume_async": lambda: asyncio.run(ab.consume_async(nb.URL, subject, n, nb.PREFETCH))}[side]()
+
+
 CHILDREN: dict[str, Callable[[str, int, dict[str, Any]], None]] = {
-    "engine": _engine, "core": _core, "rabbitmq": _rabbitmq, "mqtt": _mqtt, "amqp10": _amqp10}
+    "engine": _engine, "core": _core, "rabbitmq": _rabbitmq, "mqtt": _mqtt, "amqp10": _amqp10, "nats": _nats}
 
 
 def _core_queue(ctx: dict[str, Any], n: int) -> None:
@@ -220,6 +241,14 @@ def _mqtt_topic(ctx: dict[str, Any], n: int) -> None:
     ctx["topic"] = f"bench/{uuid.uuid4().hex[:8]}/nosub"
 
 
+def _nats_fill(ctx: dict[str, Any], n: int) -> None:
+    import nats_bench as nb
+    filler = _NATS[0]
+    ctx["subject"] = filler.run(nb._new_queue(filler.nc))
+    filler.made.append(ctx["subject"])
+    filler.run(nb._fill(filler.nc, ctx["subject"], n))
+
+
 def _amqp10_empty(ctx: dict[str, Any], n: int) -> None:
     import amqp10_bench as ab
     ab._mgmt("DELETE", ctx["queue"], suffix="/contents")
@@ -247,7 +276,45 @@ ROWS = [
     Row("amqp10", "send, window 1000", "raw_send", "ab_send_1000", _amqp10_empty),
     Row("amqp10", "receive, handler", "raw_receive", "ab_receive_handler", _amqp10_fill),
     Row("amqp10", "receive, get()", "raw_receive", "ab_receive", _amqp10_fill),
+    Row("nats", "consume + ack, get() (sync)", "raw_consume", "ab_consume", _nats_fill),
+    Row("nats", "consume + ack, get() (asyncio)", "raw_consume", "ab_consume_async", _nats_fill),
 ]
+
+
+class _NatsFiller:
+    """A raw nats-py client on a loop of its own thread: fills the NATS rows' queues (uncounted)."""
+
+    def __enter__(self) -> _NatsFiller:
+        import asyncio
+        import threading
+
+        import nats
+        import nats_bench as nb
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.nc = self.run(nats.connect(nb.URL))
+        #: Subjects of the queues made, deleted on exit.
+        self.made: list[str] = []
+        return self
+
+    def run(self, coro: Any) -> Any:
+        import asyncio
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(600)
+
+    def __exit__(self, *exc: object) -> None:
+        from ackbridge_nats.naming import stream_name
+        for subject in self.made:
+            with contextlib.suppress(Exception):
+                self.run(self.nc.jsm().delete_stream(stream_name(subject)))
+        with contextlib.suppress(Exception):
+            self.run(self.nc.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+#: The NATS group's filler while its rows run (the rows' prepare functions reach it here).
+_NATS: list[_NatsFiller] = []
 
 
 @contextlib.contextmanager
@@ -273,6 +340,13 @@ def _group_context(group: str) -> Iterator[dict[str, Any]]:
             yield {"queue": queue, "address": f"/amq/queue/{queue}"}
         finally:
             ab._mgmt("DELETE", queue)
+    elif group == "nats":
+        with _NatsFiller() as filler:  # a raw client fills each child's queue
+            _NATS[:] = [filler]
+            try:
+                yield {}  # the child gets the subject only: ctx travels as JSON
+            finally:
+                _NATS.clear()
     elif group == "core":
         with tempfile.TemporaryDirectory() as tmp:  # one embedded broker file for the group
             yield {"url": f"local://{tmp}/bench.db"}
@@ -307,7 +381,8 @@ def per_message(bench_dir: str, row: Row, side: str, n1: int, n2: int, ctx: dict
 def main() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", default="engine,core,rabbitmq,mqtt,amqp10", help="groups to count, comma-separated")
+    parser.add_argument("--rows", default="engine,core,rabbitmq,mqtt,amqp10,nats",
+                        help="groups to count, comma-separated")
     parser.add_argument("--n1", type=int, default=2000)
     parser.add_argument("--n2", type=int, default=6000)
     parser.add_argument("--bench-dir", default=here, help="import the benchmark modules from this folder")

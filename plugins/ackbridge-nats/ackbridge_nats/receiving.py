@@ -25,6 +25,7 @@ import asyncio
 import functools
 import json
 import logging
+import time
 from collections.abc import Callable
 
 from nats.aio.client import Client
@@ -32,12 +33,13 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from ackbridge.messages import InboundMessage
-from ackbridge_nats import codec
+from ackbridge_nats import codec, dispatch, fastpath
 from ackbridge_nats.link import describe, seconds_ns
 
 log = logging.getLogger("ackbridge.nats")
 
 NAK = b"-NAK"
+_monotonic = time.monotonic  # a global read, not a module attribute's, per message
 #: "Work in progress": JetStream starts the delivery's ack_wait again (nats-py's ``Msg.in_progress()``).
 PROGRESS = b"+WPI"
 
@@ -46,8 +48,10 @@ class PullSubscription:
     """State of one subscription; every method runs on the loop."""
 
     def __init__(self, name: str, source: str, stream: str, durable: str, prefetch: int, expires: float,
-                 deliver: Callable[[str, InboundMessage], None]) -> None:
+                 deliver: Callable[[str, InboundMessage], None], *, direct: bool | None = None) -> None:
         self.name = name
+        #: Messages handed over as nats-py parses them (dispatch.py), not through its subscription task.
+        self.direct = fastpath.enabled() if direct is None else direct
         self.source = source
         self.stream = stream
         self.durable = durable
@@ -68,7 +72,8 @@ class PullSubscription:
         self.consumer_gone = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._requests_ended: asyncio.Event | None = None
-        #: Loop time of the last pull request sent or message/status received on the inbox.
+        #: time.monotonic() of the last pull request sent or message/status received on the inbox
+        #: (not the loop's time(): a method call in Python, and this is read per message).
         self.last_heard = 0.0
         self._watchdog: asyncio.Task[None] | None = None
         self._next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
@@ -81,8 +86,9 @@ class PullSubscription:
         self.after_stop = []
         self.requested = 0
         self.inbox = client.new_inbox()
-        self.sub = await client.subscribe(self.inbox, cb=functools.partial(self._on_msg, self.inbox))
-        self.last_heard = asyncio.get_running_loop().time()
+        self.sub = await dispatch.subscribe(client, self.inbox, functools.partial(self._on_msg, self.inbox),
+                                            functools.partial(self._on_plain, self.inbox), direct=self.direct)
+        self.last_heard = time.monotonic()
         if self._watchdog is None:
             self._watchdog = asyncio.get_running_loop().create_task(self.watch())
         await self.top_up()
@@ -92,37 +98,52 @@ class PullSubscription:
         their lifetimes (plus a second): a live request ends with a delivery or a
         status within one, so only a request the server dropped silently is this
         quiet (nats-server#3942). Its credit is asked for again."""
-        loop = asyncio.get_running_loop()
         quiet_limit = 2 * self.expires_ns / 1e9 + 1.0
         while True:
             await asyncio.sleep(self.expires_ns / 1e9)
-            if self.requested and loop.time() - self.last_heard > quiet_limit:
+            if self.requested and time.monotonic() - self.last_heard > quiet_limit:
                 log.debug("ackbridge-nats: %d requested message(s) of %s had no answer in %.1f s: the server "
                           "dropped the pull request (nats-server#3942); asking again", self.requested,
                           self.source, quiet_limit)
                 self.requested = 0
-                self.last_heard = loop.time()
+                self.last_heard = time.monotonic()
                 if self.closed:
                     self._check_requests_ended()
                 else:
                     await self.top_up()
 
-    async def _on_msg(self, inbox: str, msg: Msg) -> None:
+    def _on_msg(self, inbox: str, msg: Msg) -> None:
+        # Called as nats-py parses each message (dispatch.py): it must not wait.
         if inbox != self.inbox:
             return  # an earlier generation's inbox: released on reconnect
-        self.last_heard = asyncio.get_running_loop().time()
+        self.last_heard = _monotonic()
         reply = msg.reply
         if not reply:
             self._on_status(msg)
+        elif not self._held(reply):
+            self._deliver(self.name, codec.inbound(msg, self.generation, self.source))
+
+    def _on_plain(self, inbox: str, subject: bytes, reply: bytes, data: bytes) -> None:
+        """_on_msg for a delivery without headers, from its raw fields (dispatch.take_over)."""
+        if inbox != self.inbox:
             return
-        self.requested = max(0, self.requested - 1)
+        self.last_heard = _monotonic()
+        tag = reply.decode()
+        if not self._held(tag):
+            self._deliver(self.name, codec.inbound_plain(subject.decode(), tag, data, self.generation, self.source))
+
+    def _held(self, reply: str) -> bool:
+        """Count a delivery in (its credit used, its reply subject outstanding); True when
+        it is held to be released instead: it reached a stopping subscription's open
+        pull request, and is -NAKed once the request ends."""
+        if self.requested:
+            self.requested -= 1
         self.outstanding[reply] = None
-        if self.closed:
-            # Sent to a stopping subscription's open pull request: held, -NAKed once the request ends.
-            self.after_stop.append(reply)
-            self._check_requests_ended()
-            return
-        self._deliver(self.name, codec.inbound(msg, self.generation, self.source))
+        if not self.closed:
+            return False
+        self.after_stop.append(reply)
+        self._check_requests_ended()
+        return True
 
     def _check_requests_ended(self) -> None:
         if self.requested == 0 and self._requests_ended is not None:
@@ -158,11 +179,13 @@ class PullSubscription:
         """The credit a pull request would ask for now: at least half of it free (or all
         of it, no request open), else 0. Checked before :meth:`top_up` on the per-ack path
         (no coroutine made for the many settlements that ask for nothing)."""
+        # The arithmetic first: on most settlements it alone says "nothing yet".
+        requested = self.requested
+        free = self.prefetch - len(self.outstanding) - requested
+        if free <= 0 or (requested and free < max(1, self.prefetch // 2)):
+            return 0
         client = self.client
         if client is None or self.closed or self.consumer_gone or not client.is_connected:
-            return 0
-        free = self.prefetch - len(self.outstanding) - self.requested
-        if free <= 0 or (self.requested and free < max(1, self.prefetch // 2)):
             return 0
         return free
 
@@ -173,7 +196,7 @@ class PullSubscription:
         if not free or client is None:
             return
         self.requested += free
-        self.last_heard = asyncio.get_running_loop().time()
+        self.last_heard = time.monotonic()
         request = json.dumps({"batch": free, "expires": self.expires_ns}).encode()
         try:
             await client.publish(self._next_subject, request, reply=self.inbox)

@@ -151,6 +151,27 @@ def test_a_damaged_field_count_is_left_to_rstream_without_a_list_that_size() -> 
     assert sections.properties_and_body(bytes(record)) is None
 
 
+def _properties_record(fields: list[bytes]) -> bytes:
+    encoded = b"".join(fields)
+    return b"\x00\x53\x73\xc0" + bytes((len(encoded) + 1, len(fields))) + encoded + b"\x00\x53\x75\xa0\x01z"
+
+
+def test_a_timestamp_as_an_id_and_text_as_creation_time_are_left_to_rstream() -> None:
+    """Records no encoder here writes (another client's): the hand reader leaves them to
+    rstream's decoder, which tells the timestamp as a number, and text as creation time is no
+    timestamp (and no crash)."""
+    stamp = b"\x83" + (1_700_000_000_123).to_bytes(8, "big")
+    as_id = _properties_record([stamp] + [b"\x40"] * 12)
+    assert sections.properties_and_body(as_id) is None
+    read = codec.decode(as_id, source="s", offset=0, wire_tag=0, generation=1, fast=True)
+    assert (read.message_id, read.body) == ("1700000000123", b"z")
+    as_created = _properties_record([b"\x40"] * 9 + [b"\xa1\x01x"] + [b"\x40"] * 3)
+    assert sections.properties_and_body(as_created) is None
+    for fast in (True, False):
+        read = codec.decode(as_created, source="s", offset=0, wire_tag=0, generation=1, fast=fast)
+        assert (read.timestamp, read.body) == (None, b"z")
+
+
 @pytest.mark.parametrize("size", [0, 1, 200, 254, 255, 256, 300, 70_000])
 # 12 null fields and a str8 message id of 240/241/242 bytes: 254/255/256 bytes of fields,
 # list8 below 255 bytes, list32 from there (rstream's choice).

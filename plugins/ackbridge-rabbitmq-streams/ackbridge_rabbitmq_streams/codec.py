@@ -150,11 +150,11 @@ def _headers(raw: Mapping[Any, Any] | None) -> dict[str, Any]:
             for key, value in decoded.items()}
 
 
-def decode(data: bytes, *, source: str, offset: int, wire_tag: Hashable, generation: int, fast: bool,
+def decode(data: bytes, source: str, offset: int, wire_tag: Hashable, generation: int, fast: bool,
            redelivered: bool = False) -> InboundMessage:
     """The record *data* at *offset* of stream *source* as an :class:`InboundMessage`; with
     *fast*, a record of properties and a body, or of a body alone, is read by hand (what
-    rstream's decoder would tell)."""
+    rstream's decoder would tell). Positional arguments are welcome (once per delivery)."""
     if fast:
         common = sections.properties_and_body(data)
         if common is not None:  # the plugin's own records without headers
@@ -198,6 +198,7 @@ def through_rstream(data: bytes, *, source: str, wire_tag: Hashable, generation:
         correlation_id=_text(getattr(props, "correlation_id", None)),
         reply_to=_text(getattr(props, "reply_to", None)),
         content_type=_text(getattr(props, "content_type", None)),
-        timestamp=None if created is None else created / 1000,
+        # Another client's record may hold anything there (text): no timestamp, not a crash.
+        timestamp=created / 1000 if type(created) is int else None,
         redelivered=redelivered,
     )

@@ -34,7 +34,7 @@ from ackbridge.errors import UnsupportedVerbError
 from ackbridge.messages import ACK, InboundMessage, WireSettle
 from ackbridge.urls import BrokerURL
 from ackbridge_rabbitmq_streams import codec
-from ackbridge_rabbitmq_streams.chunks import ChunkSubscription, SubscriptionIds, offset_spec, records
+from ackbridge_rabbitmq_streams.chunks import ChunkSubscription, SubscriptionIds, offset_spec, records_from
 from ackbridge_rabbitmq_streams.errors import stream_error
 from ackbridge_rabbitmq_streams.naming import check_name
 from ackbridge_rabbitmq_streams.options import StreamSettings
@@ -99,9 +99,7 @@ class StreamConsumer:
         while True:
             chunk = await sub.chunks.get()
             self._credit_out -= 1
-            for offset, data in records(chunk):
-                if offset >= self._skip_below:
-                    self._buffer.append((offset, data))
+            self._buffer.extend(records_from(chunk, self._skip_below))
             self.hand_out()
 
     def hand_out(self) -> None:
@@ -110,6 +108,10 @@ class StreamConsumer:
             return  # called again from inside deliver (a handler acking): the loop below goes on
         self._handing_out = True
         buffer, unacked, order, prefetch = self._buffer, self._unacked, self._order, self.prefetch
+        # Fixed for this call: a new generation starts only in start(), after an await.
+        deliver, subscription, stream, generation, fast = (
+            self._deliver, self.subscription, self.stream, self.generation, self.fast)
+        decode = codec.decode
         try:
             # Read again after each delivery: a handler may ack (or the connection go) inside deliver.
             while buffer and len(unacked) < prefetch and self.sub is not None:
@@ -119,11 +121,10 @@ class StreamConsumer:
                 redelivered = offset <= self._highest_delivered
                 if not redelivered:
                     self._highest_delivered = offset
-                message = codec.decode(data, source=self.stream, offset=offset, wire_tag=offset,
-                                       generation=self.generation, redelivered=redelivered, fast=self.fast)
+                message = decode(data, stream, offset, offset, generation, fast, redelivered)
                 unacked.add(offset)
                 order.append(offset)
-                self._deliver(self.subscription, message)
+                deliver(subscription, message)
         finally:
             self._handing_out = False
         if not buffer and self._credit_out == 0 and self.sub is not None:

@@ -39,7 +39,8 @@ from cpu_rows import SUITES, Row
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: instructions.py groups that count rows of these plugins (``--instructions``).
-INSTRUCTION_GROUPS = {"rabbitmq": "rabbitmq", "mqtt": "mqtt", "amqp10": "amqp10", "nats": "nats", "embedded": "core"}
+INSTRUCTION_GROUPS = {"rabbitmq": "rabbitmq", "mqtt": "mqtt", "amqp10": "amqp10", "nats": "nats", "embedded": "core",
+                      "streams": "streams"}
 
 
 @dataclass

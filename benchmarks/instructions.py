@@ -24,13 +24,16 @@ the core's own work per message. Instructions are not seconds: waiting (fsync,
 the broker, the network) and the kernel's work cost none, and a cache miss counts
 as one instruction.
 
-    .venv/bin/python benchmarks/instructions.py [--rows engine,core,rabbitmq,mqtt,amqp10,nats] [--n1 2000 --n2 6000]
+    .venv/bin/python benchmarks/instructions.py [--rows engine,core,rabbitmq,mqtt,amqp10,nats,streams]
+        [--n1 2000 --n2 6000]
 
 Before/after a change: run this script from each checkout's virtualenv
 (``/other/.venv/bin/python benchmarks/instructions.py``); the benchmark functions
 it drives use the public API and the transport contract both sides share.
 ``--bench-dir`` takes them from another folder instead. The AMQP 1.0 rows need
-RabbitMQ's management and AMQP 1.0 plugins (``scripts/brokers.sh``).
+RabbitMQ's management and AMQP 1.0 plugins (``scripts/brokers.sh``), the streams rows
+its stream plugin (port 5552); their raw side is rstream's Producer and Consumer
+(``cpu_raw_sides.py``), one for both faces as in ``cpu_per_message.py``.
 Needs ``valgrind`` (Debian's package of that name).
 """
 
@@ -204,8 +207,23 @@ def _nats(side: str, n: int, ctx: dict[str, Any]) -> None:
      "ab_consume_async": lambda: asyncio.run(ab.consume_async(nb.URL, subject, n, nb.PREFETCH))}[side]()
 
 
+def _streams(side: str, n: int, ctx: dict[str, Any]) -> None:
+    import asyncio
+
+    import cpu_ackbridge_sides as ab
+    import cpu_raw_sides as raw
+    url, stream = f"rabbitmq-stream://guest:guest@{raw.STREAM_HOST}:{raw.STREAM_PORT}/", ctx["stream"]
+    {"raw_publish": lambda: asyncio.run(raw.rstream_publish(stream, n, 1000)),
+     "ab_publish": lambda: ab.publish(url, stream, n, 1000, BODY),
+     "ab_publish_async": lambda: asyncio.run(ab.publish_async(url, stream, n, 1000, BODY)),
+     "raw_consume": lambda: asyncio.run(raw.rstream_consume(stream, n)),
+     "ab_consume": lambda: ab.consume(url, stream, n, 1000),
+     "ab_consume_async": lambda: asyncio.run(ab.consume_async(url, stream, n, 1000))}[side]()
+
+
 CHILDREN: dict[str, Callable[[str, int, dict[str, Any]], None]] = {
-    "engine": _engine, "core": _core, "rabbitmq": _rabbitmq, "mqtt": _mqtt, "amqp10": _amqp10, "nats": _nats}
+    "engine": _engine, "core": _core, "rabbitmq": _rabbitmq, "mqtt": _mqtt, "amqp10": _amqp10, "nats": _nats,
+    "streams": _streams}
 
 
 def _core_queue(ctx: dict[str, Any], n: int) -> None:
@@ -260,6 +278,26 @@ def _amqp10_fill(ctx: dict[str, Any], n: int) -> None:
     ab.raw_send(ctx["address"], n, BODY)
 
 
+#: The streams the streams group made, dropped when the group ends.
+_STREAMS_MADE: list[str] = []
+
+
+def _streams_new(ctx: dict[str, Any], n: int) -> None:
+    import asyncio
+
+    from cpu_rows import _create_stream
+    ctx["stream"] = f"ab-instr-{uuid.uuid4().hex[:8]}"
+    _STREAMS_MADE.append(ctx["stream"])
+    asyncio.run(_create_stream(ctx["stream"]))
+
+
+def _streams_fill(ctx: dict[str, Any], n: int) -> None:
+    import spark_stream_bench as ssb
+    ctx["stream"] = f"ab-instr-{uuid.uuid4().hex[:8]}"
+    _STREAMS_MADE.append(ctx["stream"])
+    ssb.fill([ctx["stream"]], n, len(BODY))
+
+
 ROWS = [
     Row("engine", "publish with confirms", "raw_publish", "ab_publish"),
     Row("engine", "publish, then get() and ack", "raw_roundtrip", "ab_roundtrip"),
@@ -278,6 +316,10 @@ ROWS = [
     Row("amqp10", "receive, get()", "raw_receive", "ab_receive", _amqp10_fill),
     Row("nats", "consume + ack, get() (sync)", "raw_consume", "ab_consume", _nats_fill),
     Row("nats", "consume + ack, get() (asyncio)", "raw_consume", "ab_consume_async", _nats_fill),
+    Row("streams", "publish + confirms", "raw_publish", "ab_publish", _streams_new),
+    Row("streams", "publish + confirms, asyncio", "raw_publish", "ab_publish_async", _streams_new),
+    Row("streams", "consume + ack, get()", "raw_consume", "ab_consume", _streams_fill),
+    Row("streams", "consume + ack, asyncio", "raw_consume", "ab_consume_async", _streams_fill),
 ]
 
 
@@ -347,6 +389,13 @@ def _group_context(group: str) -> Iterator[dict[str, Any]]:
                 yield {}  # the child gets the subject only: ctx travels as JSON
             finally:
                 _NATS.clear()
+    elif group == "streams":
+        import spark_stream_bench as ssb
+        try:
+            yield {}
+        finally:
+            ssb.drop_streams(_STREAMS_MADE)
+            _STREAMS_MADE.clear()
     elif group == "core":
         with tempfile.TemporaryDirectory() as tmp:  # one embedded broker file for the group
             yield {"url": f"local://{tmp}/bench.db"}
@@ -381,7 +430,7 @@ def per_message(bench_dir: str, row: Row, side: str, n1: int, n2: int, ctx: dict
 def main() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", default="engine,core,rabbitmq,mqtt,amqp10,nats",
+    parser.add_argument("--rows", default="engine,core,rabbitmq,mqtt,amqp10,nats,streams",
                         help="groups to count, comma-separated")
     parser.add_argument("--n1", type=int, default=2000)
     parser.add_argument("--n2", type=int, default=6000)

@@ -7,6 +7,7 @@ byte, and the reader must tell what rstream's decoder tells."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from typing import Any
@@ -21,7 +22,7 @@ from rstream import AMQPMessage, Properties, amqp_decoder
 import ackbridge
 from ackbridge.messages import OutboundMessage
 from ackbridge.transport.faults import transport_of
-from ackbridge_rabbitmq_streams import codec, fastpath
+from ackbridge_rabbitmq_streams import codec, fastpath, sections
 from tests.rabbitmq_streams.streams import URL, StreamAdmin
 
 #: described(0x75 = data), vbin8 of length 0.
@@ -128,6 +129,47 @@ def test_every_id_type_reads_as_rstream_reads_it(message_id: Any) -> None:
     assert _fields(fast) == _fields(codec.through_rstream(data, source="s", wire_tag=0, generation=1))
     assert fast.message_id == (message_id.decode("utf-8", "replace") if isinstance(message_id, bytes)
                                else str(message_id))
+
+
+@pytest.mark.parametrize("message", [
+    OutboundMessage(b"b", message_id="m", correlation_id="c", reply_to="r", content_type="t", timestamp=1.5),
+    OutboundMessage(b"b", message_id="m"), OutboundMessage(b"")])
+def test_the_fast_reader_builds_the_public_paths_message(message: OutboundMessage) -> None:
+    """Every field of the delivery, the transport's (tag, generation, source, redelivered) too: the
+    fast reader builds InboundMessage positionally, a field order changed in the core shows here."""
+    data = codec.encode(message, fast=True)
+    fast = codec.decode(data, source="src", offset=7, wire_tag=7, generation=3, redelivered=True, fast=True)
+    slow = codec.through_rstream(data, source="src", wire_tag=7, generation=3, redelivered=True)
+    assert dataclasses.astuple(fast) == dataclasses.astuple(slow)
+
+
+def test_a_damaged_field_count_is_left_to_rstream_without_a_list_that_size() -> None:
+    """A list32 properties section whose count claims more fields than it has bytes."""
+    record = bytearray(codec.encode(OutboundMessage(b"b", message_id="m" * 300), fast=True))
+    assert record[3] == 0xD0  # list32: size at 4..8, count at 8..12
+    record[8:12] = b"\xff\xff\xff\xff"
+    assert sections.properties_and_body(bytes(record)) is None
+
+
+def _properties_record(fields: list[bytes]) -> bytes:
+    encoded = b"".join(fields)
+    return b"\x00\x53\x73\xc0" + bytes((len(encoded) + 1, len(fields))) + encoded + b"\x00\x53\x75\xa0\x01z"
+
+
+def test_a_timestamp_as_an_id_and_text_as_creation_time_are_left_to_rstream() -> None:
+    """Records no encoder here writes (another client's): the hand reader leaves them to
+    rstream's decoder, which tells the timestamp as a number, and text as creation time is no
+    timestamp (and no crash)."""
+    stamp = b"\x83" + (1_700_000_000_123).to_bytes(8, "big")
+    as_id = _properties_record([stamp] + [b"\x40"] * 12)
+    assert sections.properties_and_body(as_id) is None
+    read = codec.decode(as_id, source="s", offset=0, wire_tag=0, generation=1, fast=True)
+    assert (read.message_id, read.body) == ("1700000000123", b"z")
+    as_created = _properties_record([b"\x40"] * 9 + [b"\xa1\x01x"] + [b"\x40"] * 3)
+    assert sections.properties_and_body(as_created) is None
+    for fast in (True, False):
+        read = codec.decode(as_created, source="s", offset=0, wire_tag=0, generation=1, fast=fast)
+        assert (read.timestamp, read.body) == (None, b"z")
 
 
 @pytest.mark.parametrize("size", [0, 1, 200, 254, 255, 256, 300, 70_000])

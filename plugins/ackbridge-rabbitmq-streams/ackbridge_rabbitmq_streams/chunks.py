@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -60,6 +61,17 @@ def records(chunk: schema.Deliver) -> Iterator[tuple[int, bytes]]:
     for data in chunk.get_messages():
         yield offset, data
         offset += 1
+
+
+def records_from(chunk: schema.Deliver, start: int) -> Iterator[tuple[int, bytes]]:
+    """What :func:`records` yields from offset *start* on (the records before it skipped), built
+    in C (zip over a count): a chunk holds thousands of records under load."""
+    first = chunk.chunk_first_offset
+    messages = chunk.get_messages()
+    if start > first:
+        messages = messages[start - first:]
+        first = start
+    return zip(itertools.count(first), messages)
 
 
 def chunk_end(chunk: schema.Deliver) -> int:

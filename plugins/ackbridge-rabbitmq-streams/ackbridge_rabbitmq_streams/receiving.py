@@ -34,7 +34,7 @@ from ackbridge.errors import UnsupportedVerbError
 from ackbridge.messages import ACK, InboundMessage, WireSettle
 from ackbridge.urls import BrokerURL
 from ackbridge_rabbitmq_streams import codec
-from ackbridge_rabbitmq_streams.chunks import ChunkSubscription, SubscriptionIds, offset_spec, records
+from ackbridge_rabbitmq_streams.chunks import ChunkSubscription, SubscriptionIds, offset_spec, records_from
 from ackbridge_rabbitmq_streams.errors import stream_error
 from ackbridge_rabbitmq_streams.naming import check_name
 from ackbridge_rabbitmq_streams.options import StreamSettings
@@ -58,11 +58,11 @@ class StreamConsumer:
         self.client: Client | None = None
         self.sub: ChunkSubscription | None = None
         self._buffer: collections.deque[tuple[int, bytes]] = collections.deque()
-        #: Delivered on this generation and not stored past yet: offset -> acked; ``_order`` holds
-        #: the same offsets in delivery (offset) order, so an ack finds the head without a copy.
-        self._open: dict[int, bool] = {}
+        #: Delivered on this generation and not acked (its size is what prefetch bounds); ``_order``
+        #: holds every offset delivered and not stored past yet, acked or not, in delivery (offset)
+        #: order: the offset to store is the last of its head's run of acked offsets.
+        self._unacked: set[int] = set()
         self._order: collections.deque[int] = collections.deque()
-        self._unsettled = 0
         #: The offset to store at the loop's next turn (None: nothing waits), and whether that
         #: turn is scheduled.
         self._to_store: int | None = None
@@ -80,9 +80,8 @@ class StreamConsumer:
         """Subscribe on *client* for *generation*, after the offset stored for the reference."""
         self.client, self.generation = client, generation
         self._buffer.clear()
-        self._open.clear()
+        self._unacked.clear()
         self._order.clear()
-        self._unsettled = 0
         start: str | int = self.initial
         try:
             start = int(await client.query_offset(self.stream, self.reference)) + 1
@@ -100,9 +99,7 @@ class StreamConsumer:
         while True:
             chunk = await sub.chunks.get()
             self._credit_out -= 1
-            for offset, data in records(chunk):
-                if offset >= self._skip_below:
-                    self._buffer.append((offset, data))
+            self._buffer.extend(records_from(chunk, self._skip_below))
             self.hand_out()
 
     def hand_out(self) -> None:
@@ -110,47 +107,59 @@ class StreamConsumer:
         if self._handing_out:
             return  # called again from inside deliver (a handler acking): the loop below goes on
         self._handing_out = True
+        buffer, unacked, order, prefetch = self._buffer, self._unacked, self._order, self.prefetch
+        # Fixed for this call: a new generation starts only in start(), after an await.
+        deliver, subscription, stream, generation, fast = (
+            self._deliver, self.subscription, self.stream, self.generation, self.fast)
+        decode = codec.decode
         try:
-            while self._buffer and self._unsettled < self.prefetch and self.sub is not None:
-                offset, data = self._buffer.popleft()
+            # Read again after each delivery: a handler may ack (or the connection go) inside deliver.
+            while buffer and len(unacked) < prefetch and self.sub is not None:
+                offset, data = buffer.popleft()
                 if self.resume_at is None:
                     self.resume_at = offset
-                message = codec.decode(data, source=self.stream, offset=offset, wire_tag=offset,
-                                       generation=self.generation, redelivered=offset <= self._highest_delivered,
-                                       fast=self.fast)
-                self._highest_delivered = max(self._highest_delivered, offset)
-                self._open[offset] = False
-                self._order.append(offset)
-                self._unsettled += 1
-                self._deliver(self.subscription, message)
+                redelivered = offset <= self._highest_delivered
+                if not redelivered:
+                    self._highest_delivered = offset
+                message = decode(data, stream, offset, offset, generation, fast, redelivered)
+                unacked.add(offset)
+                order.append(offset)
+                deliver(subscription, message)
         finally:
             self._handing_out = False
-        if not self._buffer and self._credit_out == 0 and self.sub is not None:
+        if not buffer and self._credit_out == 0 and self.sub is not None:
             self._credit_out = 1
             self._spawn(self.sub.credit(1))
 
+    @property
+    def _unsettled(self) -> int:
+        """Deliveries handed out and not acked (what prefetch bounds)."""
+        return len(self._unacked)
+
     async def settle(self, ops: Sequence[WireSettle]) -> None:
-        """Apply acks of the live generation (the caller checked it); store the new offset."""
-        opened, order = self._open, self._order
+        """:meth:`ack` as a coroutine."""
+        self.ack(ops)
+
+    def ack(self, ops: Sequence[WireSettle]) -> None:
+        """Apply acks of the live generation (the caller checked it); store the new offset.
+        Not a coroutine: nothing here waits, and an ack is the per-message path (two coroutines
+        per ack on the way here were a measurable part of its CPU)."""
+        unacked, order = self._unacked, self._order
         for op in ops:
             if op.verb is not ACK:
                 raise UnsupportedVerbError("rabbitmq-streams", op.verb.value, "one message of a log cannot be "
                                            "put back or dead-lettered")
-            tag = int(op.wire_tag)  # type: ignore[call-overload]
+            tag: int = op.wire_tag  # type: ignore[assignment]  # an offset: hand_out's wire_tag
             if op.multiple:
                 for offset in order:
                     if offset > tag:
                         break
-                    if opened[offset] is False:
-                        opened[offset] = True
-                        self._unsettled -= 1
-            elif opened.get(tag) is False:
-                opened[tag] = True
-                self._unsettled -= 1
+                    unacked.discard(offset)
+            else:
+                unacked.discard(tag)  # a tag not delivered (or acked before) changes nothing
         last = None
-        while order and opened[order[0]]:
+        while order and order[0] not in unacked:
             last = order.popleft()
-            del opened[last]
         if last is not None:
             self.resume_at = last + 1
             self._to_store = last
@@ -227,12 +236,13 @@ class StreamConsumers:
         if consumer is not None:
             await consumer.stop()
 
-    async def settle(self, ops: Sequence[WireSettle]) -> None:
-        """Apply *ops* (of the live generation: the caller checked) to their consumers."""
+    def settle(self, ops: Sequence[WireSettle]) -> None:
+        """Apply *ops* (of the live generation: the caller checked) to their consumers, on the
+        loop; nothing waits (:meth:`StreamConsumer.ack`)."""
         if len(ops) == 1:  # the common case: one ack, or one cumulative ack
             only = self.by_subscription.get(ops[0].subscription)
             if only is not None:
-                await only.settle(ops)
+                only.ack(ops)
             return
         by_sub: dict[str, list[WireSettle]] = {}
         for op in ops:
@@ -240,7 +250,7 @@ class StreamConsumers:
         for subscription, sub_ops in by_sub.items():
             consumer = self.by_subscription.get(subscription)
             if consumer is not None:
-                await consumer.settle(sub_ops)
+                consumer.ack(sub_ops)
 
     async def start_all(self, client: Client, ids: SubscriptionIds, generation: int) -> None:
         """A new connection: every consumer subscribes again after its stored offset."""

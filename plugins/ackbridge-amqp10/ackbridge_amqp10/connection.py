@@ -46,6 +46,7 @@ from ackbridge.messages import OutboundMessage, WireSettle
 from ackbridge.transport import SyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL
 from ackbridge_amqp10 import codec, errors
+from ackbridge_amqp10.bursts import BurstEvents
 from ackbridge_amqp10.capabilities import RABBITMQ, for_peer
 from ackbridge_amqp10.container import ContainerThread
 from ackbridge_amqp10.handler import Handler
@@ -68,6 +69,9 @@ class Amqp10Transport(SyncTransport):
 
     def __init__(self, url: BrokerURL, options: Mapping[str, Any], events: TransportEvents) -> None:
         super().__init__(url, options, events)
+        # Every event goes to the core through the burst (see bursts.py), the parts' too.
+        self.burst = BurstEvents(events)
+        self.events = events = self.burst
         if url.scheme not in ("amqp10", "amqp10s"):
             raise ConfigurationError(f"{url.redacted}: the amqp10 adapter serves amqp10:// and amqp10s:// only")
         if not url.host:
@@ -83,7 +87,7 @@ class Amqp10Transport(SyncTransport):
             warnings.warn(f"{url.redacted}: TLS certificate verification is switched off (tls_verify=false)",
                           stacklevel=2)
         self.container = ContainerThread(Handler(self), what=url.redacted, timeout=self.settings.connect_timeout,
-                                         recover=self._recover, scrub=self._scrub)
+                                         recover=self._recover, scrub=self._scrub, last=self.burst.flush)
         #: The connection's state the parts share (container thread only).
         self.wire = Wire(url.redacted)
         self.receiving = Receiving(
@@ -136,6 +140,7 @@ class Amqp10Transport(SyncTransport):
         if self.container.started:
             return
         self.container.start()
+        self.burst.thread_id = self.container.ident
         opening: Future[None] = Future()
 
         def start(_f: Future[None]) -> None:

@@ -6,6 +6,7 @@ given what they need (the shared :class:`~ackbridge_amqp10.links.Wire` state,
 the container thread, the core's events), not the transport:
 
 * :mod:`~ackbridge_amqp10.container`: the Container thread and the hand-off to it;
+* :mod:`~ackbridge_amqp10.bursts`: deliveries and confirms handed to the core once per reactor pass;
 * :mod:`~ackbridge_amqp10.handler`: proton's callbacks;
 * :mod:`~ackbridge_amqp10.receiving`: subscriptions, credit, deliveries, settlement, reply inbox;
 * :mod:`~ackbridge_amqp10.sending`: sender links, publishes and confirms;

@@ -6,6 +6,7 @@ given what they need (the shared :class:`~ackbridge_amqp10.links.Wire` state,
 the container thread, the core's events), not the transport:
 
 * :mod:`~ackbridge_amqp10.container`: the Container thread and the hand-off to it;
+* :mod:`~ackbridge_amqp10.bursts`: deliveries and confirms handed to the core once per reactor pass;
 * :mod:`~ackbridge_amqp10.handler`: proton's callbacks;
 * :mod:`~ackbridge_amqp10.receiving`: subscriptions, credit, deliveries, settlement, reply inbox;
 * :mod:`~ackbridge_amqp10.sending`: sender links, publishes and confirms;
@@ -46,6 +47,7 @@ from ackbridge.messages import OutboundMessage, WireSettle
 from ackbridge.transport import SyncTransport, TransportEvents
 from ackbridge.urls import BrokerURL
 from ackbridge_amqp10 import codec, errors
+from ackbridge_amqp10.bursts import BurstEvents
 from ackbridge_amqp10.capabilities import RABBITMQ, for_peer
 from ackbridge_amqp10.container import ContainerThread
 from ackbridge_amqp10.handler import Handler
@@ -68,6 +70,9 @@ class Amqp10Transport(SyncTransport):
 
     def __init__(self, url: BrokerURL, options: Mapping[str, Any], events: TransportEvents) -> None:
         super().__init__(url, options, events)
+        # Every event goes to the core through the burst (see bursts.py), the parts' too.
+        self.burst = BurstEvents(events)
+        self.events = events = self.burst
         if url.scheme not in ("amqp10", "amqp10s"):
             raise ConfigurationError(f"{url.redacted}: the amqp10 adapter serves amqp10:// and amqp10s:// only")
         if not url.host:
@@ -83,7 +88,7 @@ class Amqp10Transport(SyncTransport):
             warnings.warn(f"{url.redacted}: TLS certificate verification is switched off (tls_verify=false)",
                           stacklevel=2)
         self.container = ContainerThread(Handler(self), what=url.redacted, timeout=self.settings.connect_timeout,
-                                         recover=self._recover, scrub=self._scrub)
+                                         recover=self._recover, scrub=self._scrub, last=self.burst.flush)
         #: The connection's state the parts share (container thread only).
         self.wire = Wire(url.redacted)
         self.receiving = Receiving(
@@ -136,6 +141,7 @@ class Amqp10Transport(SyncTransport):
         if self.container.started:
             return
         self.container.start()
+        self.burst.thread_id = self.container.ident
         opening: Future[None] = Future()
 
         def start(_f: Future[None]) -> None:

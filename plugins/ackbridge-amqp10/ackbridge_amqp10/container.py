@@ -45,11 +45,14 @@ class ContainerThread:
     *recover* is called (on the container thread) with a description when
     dispatching an event raised: ``Container.run()`` would end there, and with
     it every link of the transport for good; the transport drops the
-    connection instead and makes a new one, as after a network fault."""
+    connection instead and makes a new one, as after a network fault.
+    *last* is called on the container thread when its loop ends (the
+    transport hands over events it still holds: see bursts.py)."""
 
     def __init__(self, handler: Any, *, what: str, timeout: float, recover: Callable[[str], None],
-                 scrub: Callable[[str], str]) -> None:
+                 scrub: Callable[[str], str], last: Callable[[], None] = lambda: None) -> None:
         self._handler = handler
+        self._last = last
         self._what = what  # the redacted URL, for errors
         self._timeout = timeout
         self._recover = recover
@@ -78,6 +81,12 @@ class ContainerThread:
         self.container = container
         self._thread = threading.Thread(target=self._loop, name="ackbridge-amqp10", daemon=True)
         self._thread.start()
+
+    @property
+    def ident(self) -> int | None:
+        """The container thread's ident, once started."""
+        thread = self._thread
+        return thread.ident if thread is not None else None
 
     def on_thread(self) -> bool:
         thread = self._thread
@@ -163,6 +172,10 @@ class ContainerThread:
         except Exception as exc:
             log.error("ackbridge amqp10 container stopped: %s", self._scrub(f"{type(exc).__name__}: {exc}"))
         finally:
+            try:
+                self._last()
+            except Exception:
+                log.exception("ackbridge amqp10: handing over the last events failed")
             self._injector = None
 
     def stop(self, before: Callable[[], None]) -> None:

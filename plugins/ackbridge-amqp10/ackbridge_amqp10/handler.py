@@ -76,6 +76,12 @@ class Handler(MessagingHandler):
     def on_ackbridge_work(self, event: Any) -> None:  # the ApplicationEvent named container.WORK_EVENT
         self.t.container.run_work()
 
+    def on_reactor_quiesced(self, event: Any) -> None:
+        # Every event at hand was dispatched and the container is about to wait in
+        # select (proton's IOHandler, the global handler, runs after this one): hand
+        # the core this pass's deliveries and confirms in one burst (bursts.py).
+        self.t.burst.flush()
+
     # -- connection
     def on_connection_opened(self, event: Any) -> None:
         self.t.opened(event.connection)

@@ -7,7 +7,8 @@ topic (or topic filter) plus the persistent session subscribed to it. This
 module opens and closes the links and reports generations; the parts do the
 rest: :mod:`~ackbridge_mqtt.receiving` (subscriptions, deliveries,
 settlement), :mod:`~ackbridge_mqtt.sending` (publishes, confirms, reply
-inbox), :mod:`~ackbridge_mqtt.queues` (topology verbs). asyncio is served by
+inbox), :mod:`~ackbridge_mqtt.read_bursts` (confirms handed over once per paho
+read), :mod:`~ackbridge_mqtt.queues` (topology verbs). asyncio is served by
 the core's ``ThreadedAsyncTransport``.
 """
 

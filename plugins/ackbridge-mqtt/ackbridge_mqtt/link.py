@@ -38,6 +38,7 @@ from ackbridge.errors import ConnectionLostError
 from ackbridge.kernel import backoff
 from ackbridge.transport import TransportEvents
 from ackbridge.urls import BrokerURL
+from ackbridge_mqtt import read_bursts
 from ackbridge_mqtt.capabilities import MAX_RECEIVE_MAXIMUM
 from ackbridge_mqtt.errors import connect_error, lost_before_connack, refused_connect, subscription_refused
 from ackbridge_mqtt.options import MqttSettings
@@ -78,7 +79,10 @@ class Link:
         self.v5 = settings.v5
         self._generation_ended = generation_ended
         connection = settings.connection
-        self.client = paho.Client(
+        # With the fast path, confirms go to the core once per socket read (read_bursts.py).
+        self.read_bursts = read_bursts.enabled()
+        client_type = read_bursts.ReadBurstClient if self.read_bursts else paho.Client
+        self.client = client_type(
             CallbackAPIVersion.VERSION2, client_id=client_id,
             protocol=settings.protocol, clean_session=None if self.v5 else clean,
             manual_ack=True, reconnect_on_failure=connection.reconnect,
@@ -112,7 +116,9 @@ class Link:
         #: Set by the UNSUBACK of close()'s barrier (see ``stop``).
         self.barrier_passed = threading.Event()
         self.events = events
-        self.confirms = Confirms(events)
+        self.confirms = Confirms(events, hold=self.read_bursts)
+        if isinstance(self.client, read_bursts.ReadBurstClient):
+            self.client.after_read = self._hand_over
         self.receiver = Receiver(self.client, settings, events, requeued, url, role=role,
                                  subscription=subscription, source=source)
         c = self.client
@@ -289,14 +295,26 @@ class Link:
         self._end(f"disconnected: {reason.getName()}")
         self.disconnected.set()
 
+    def _hand_over(self) -> None:
+        """paho's thread, after each read: the confirms held during it, as one burst."""
+        if not self.confirms.held:  # only this thread adds to it (on_publish)
+            return
+        with self.lock:
+            held = self.confirms.take_held()
+        self.confirms.report(held)
+
     def _end(self, why: str) -> None:
         with self.lock:
-            if not self.live:
-                return
-            self.live = False
-            old = self.generation
-            lost = self.confirms.take_all()
-            self.receiver.clear()
+            # Answered before the end: reported as such, ahead of what the end lost.
+            held = self.confirms.take_held()
+            live, self.live = self.live, False
+            if live:
+                old = self.generation
+                lost = self.confirms.take_all()
+                self.receiver.clear()
+        self.confirms.report(held)
+        if not live:
+            return
         self.confirms.report_lost(lost, why)
         # stop() (the consumer or the connection closed) ends the link for good: no
         # reconnect follows, so the core is not told of a generation ended (it would

@@ -43,21 +43,40 @@ def publish_accepted(reason: ReasonCode, v5: bool) -> bool:
 
 
 class Confirms:
-    """A link's publishes awaiting their PUBACK (guarded by the link's lock)."""
+    """A link's publishes awaiting their PUBACK (guarded by the link's lock).
 
-    def __init__(self, events: TransportEvents) -> None:
+    With *hold* (the link's client reports its reads: read_bursts.py) an answer is
+    held until :meth:`take_held` + :meth:`report` hand the read's answers over together."""
+
+    def __init__(self, events: TransportEvents, *, hold: bool = False) -> None:
         self._events = events
+        self._hold = hold
         self.pending: dict[int, int] = {}  # publish mid -> seq
+        self.held: list[tuple[int, ConfirmOutcome]] = []
 
     def answered(self, mid: int, reason: ReasonCode, v5: bool) -> bool:
-        """Report the confirm of *mid*; False when *mid* is no publish of ours."""
+        """Report (or hold) the confirm of *mid*; False when *mid* is no publish of ours."""
         seq = self.pending.pop(mid, None)
         if seq is None:
             return False
         outcome: ConfirmOutcome = CONFIRMED if publish_accepted(reason, v5) else refused(
             f"broker answered PUBACK {reason.getName()} ({reason.value:#04x})")
-        self._events.confirm(seq, outcome)
+        if self._hold:
+            self.held.append((seq, outcome))
+        else:
+            self._events.confirm(seq, outcome)
         return True
+
+    def take_held(self) -> list[tuple[int, ConfirmOutcome]]:
+        held, self.held = self.held, []
+        return held
+
+    def report(self, held: list[tuple[int, ConfirmOutcome]]) -> None:
+        """Hand over answers taken with :meth:`take_held` (call without the link's lock)."""
+        if len(held) == 1:
+            self._events.confirm(*held[0])
+        elif held:
+            self._events.confirm_batch(held)
 
     def take_all(self) -> list[int]:
         lost = list(self.pending.values())

@@ -15,6 +15,7 @@ from ackbridge.testing.conformance import ConformanceSuite
 from ackbridge.testing.faults import transport_of
 from ackbridge.testing.twins import Twin
 from ackbridge_mqtt import read_bursts
+from tests.fastpath_env import public_path_twin
 from tests.mqtt.harness import MqttHarness
 
 pytestmark = pytest.mark.mqtt
@@ -62,10 +63,7 @@ def test_an_end_reports_what_was_answered_before_what_was_lost(monkeypatch: pyte
 class TestMqtt5PublicPath(ConformanceSuite):
     @pytest.fixture(params=["sync", "async"])
     def twin(self, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Twin]:
-        monkeypatch.setenv(read_bursts.ENV, "0")
-        twin = Twin(request.param)
-        yield twin
-        twin.close()
+        yield from public_path_twin(request, monkeypatch, read_bursts.ENV)
 
     @pytest.fixture
     def harness(self) -> Iterator[MqttHarness]:

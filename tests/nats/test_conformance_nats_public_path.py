@@ -13,6 +13,7 @@ from ackbridge.testing.conformance import ConformanceSuite
 from ackbridge.testing.faults import transport_of
 from ackbridge.testing.twins import Twin
 from ackbridge_nats import fastpath
+from tests.fastpath_env import public_path_twin
 from tests.nats.harness import NatsHarness
 
 pytestmark = pytest.mark.nats
@@ -21,10 +22,7 @@ pytestmark = pytest.mark.nats
 class TestNatsConformancePublicPath(ConformanceSuite):
     @pytest.fixture(params=["sync", "async"])
     def twin(self, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Twin]:
-        monkeypatch.setenv(fastpath.ENV, "0")
-        twin = Twin(request.param)
-        yield twin
-        twin.close()
+        yield from public_path_twin(request, monkeypatch, fastpath.ENV)
 
     @pytest.fixture
     def harness(self) -> Iterator[NatsHarness]:

@@ -13,6 +13,7 @@ from ackbridge.testing.conformance_guaranteed import GuaranteedConformance
 from ackbridge.testing.faults import transport_of
 from ackbridge.testing.twins import Twin
 from ackbridge_rabbitmq_streams import fastpath
+from tests.fastpath_env import public_path_twin
 from tests.rabbitmq_streams.harness import StreamsHarness
 
 pytestmark = pytest.mark.rabbitmq_streams
@@ -21,10 +22,7 @@ pytestmark = pytest.mark.rabbitmq_streams
 class TestStreamsConformancePublicPath(ConformanceSuite, GuaranteedConformance):
     @pytest.fixture(params=["sync", "async"])
     def twin(self, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Twin]:
-        monkeypatch.setenv(fastpath.ENV, "0")
-        twin = Twin(request.param)
-        yield twin
-        twin.close()
+        yield from public_path_twin(request, monkeypatch, fastpath.ENV)
 
     @pytest.fixture
     def harness(self) -> Iterator[StreamsHarness]:

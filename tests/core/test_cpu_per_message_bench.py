@@ -16,7 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "cpu_per_message.py"
 ROWS = ("embedded sync publish+confirms", "embedded async publish+confirms", "embedded sync consume+ack",
-        "embedded async consume+ack")
+        "embedded async consume+ack", "embedded sync publish+confirms (persist-queue)",
+        "embedded sync consume+ack, get() (persist-queue)")
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -58,10 +58,10 @@ def test_settlements_queued_before_a_close_are_written_before_the_release(harnes
         await asyncio.sleep(0.1)  # the writer takes it and is slow to write it
         for delivery in deliveries[1:]:
             await delivery.ack()  # type: ignore[union-attr]
-        assert len(inner.queued) == N - 1  # checked and queued meanwhile: the writer takes them next
+        assert len(inner.settles.queued) == N - 1  # checked and queued meanwhile: the writer takes them next
         if closing == "consumer":
             await consumer.close()
-            assert not inner.queued
+            assert not inner.settles.queued
         await conn.close()
 
     asyncio.run(scenario())

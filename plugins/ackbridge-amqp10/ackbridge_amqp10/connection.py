@@ -5,15 +5,14 @@ generations, reconnect, close). The parts live in their own modules and are
 given what they need (the shared :class:`~ackbridge_amqp10.links.Wire` state,
 the container thread, the core's events), not the transport:
 
-* :mod:`~ackbridge_amqp10.container`: the Container thread and the hand-off to it;
-* :mod:`~ackbridge_amqp10.bursts`: deliveries and confirms handed to the core once per reactor pass;
+* :mod:`~ackbridge_amqp10.container`, :mod:`~ackbridge_amqp10.bursts`: the Container thread and the
+  hand-off to it; deliveries and confirms handed to the core once per reactor pass;
 * :mod:`~ackbridge_amqp10.handler`: proton's callbacks;
 * :mod:`~ackbridge_amqp10.receiving`: subscriptions, credit, deliveries, settlement, reply inbox;
 * :mod:`~ackbridge_amqp10.sending`: sender links, publishes and confirms;
 * :mod:`~ackbridge_amqp10.errors`: conditions -> ackbridge errors;
 * :mod:`~ackbridge_amqp10.peer_text`: the peer's text read without proton's strict UTF-8;
-* :mod:`~ackbridge_amqp10.aio`: the asyncio face;
-* :mod:`~ackbridge_amqp10.options`, :mod:`~ackbridge_amqp10.tls`, :mod:`~ackbridge_amqp10.codec`.
+* :mod:`~ackbridge_amqp10.aio` (the asyncio face), :mod:`~ackbridge_amqp10.options`, ``tls``, ``codec``.
 
 Threads: application threads never touch proton; they hand work to the
 container thread. State marked "container thread" below is read and written
@@ -70,9 +69,7 @@ class Amqp10Transport(SyncTransport):
 
     def __init__(self, url: BrokerURL, options: Mapping[str, Any], events: TransportEvents) -> None:
         super().__init__(url, options, events)
-        # Every event goes to the core through the burst (see bursts.py), the parts' too.
-        self.burst = BurstEvents(events)
-        self.events = events = self.burst
+        self.events = events = self.burst = BurstEvents(events)  # every event, the parts' too (bursts.py)
         if url.scheme not in ("amqp10", "amqp10s"):
             raise ConfigurationError(f"{url.redacted}: the amqp10 adapter serves amqp10:// and amqp10s:// only")
         if not url.host:

@@ -37,6 +37,7 @@ from ackbridge_nats.naming import check_subject, dead_letter_subject
 from ackbridge_nats.options import OPTIONS, NatsSettings
 from ackbridge_nats.receiving import NAK, PROGRESS, PullSubscription
 from ackbridge_nats.sending import Publishes, outcome_of
+from ackbridge_nats.settle_queue import SettleQueue
 
 log = logging.getLogger("ackbridge.nats")
 
@@ -69,10 +70,7 @@ class NatsAsyncTransport(AsyncTransport):
         #: the asyncio face settles one delivery per call, and a write per call cost more than the rest
         #: of its settle path. NatsSyncTransport turns it off: its drain hands over whole runs already.
         self.defer = True
-        self.queued: list[WireSettle] = []
-        #: The client the queued settlements were checked against (their generation's).
-        self._queued_on: Client | None = None
-        self._writer: asyncio.Task[None] | None = None
+        self.settles = SettleQueue(lambda: self.link.client, lambda client, ops: self.apply(client, ops))
         self._nak = NAK if not self.nats.requeue_delay else (
             NAK + b" " + json.dumps({"delay": seconds_ns(self.nats.requeue_delay)}).encode())
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -103,7 +101,7 @@ class NatsAsyncTransport(AsyncTransport):
             await self._open_inbox(client, self.reply_inbox)
 
     def _lost(self, generation: int, reason: str) -> None:
-        self.queued = []  # their generation ended: dropped, not applied (redelivered)
+        self.settles.drop()
         self.held.lost(reason)
         self.publishes.lost(reason)
         self.events.generation_ended(generation, reason)
@@ -165,7 +163,7 @@ class NatsAsyncTransport(AsyncTransport):
 
     async def unsubscribe_async(self, subscription: str) -> None:
         # Settlements queued before this go out first: the stop releases (-NAKs) what is unsettled.
-        await self.write_queued()
+        await self.settles.written()
         sub = self.subs.pop(subscription, None)
         if sub is not None:
             # In the background: the release waits for the consumer's open pull requests to end.
@@ -189,33 +187,7 @@ class NatsAsyncTransport(AsyncTransport):
         if not self.defer:
             await self.apply(client, ops)
             return
-        if self._queued_on is not client:
-            self.queued, self._queued_on = [], client
-        self.queued.extend(ops)
-        if self._writer is None:
-            self._writer = asyncio.get_running_loop().create_task(self._write_queued())
-
-    async def _write_queued(self) -> None:
-        """Write the queued settlements, in call order, until none are left (from the
-        loop turn after the first was queued: what the caller settled meanwhile joins)."""
-        try:
-            while self.queued:
-                ops, self.queued = self.queued, []
-                client = self.link.client
-                if client is None or client is not self._queued_on or not client.is_connected:
-                    continue  # lost the race with a loss: dropped, not applied (the transport contract)
-                try:
-                    await self.apply(client, ops)
-                except Exception as exc:
-                    log.warning("ackbridge-nats: %d settlement(s) not written: %s", len(ops), describe(exc))
-        finally:
-            self._writer = None
-
-    async def write_queued(self) -> None:
-        """Wait until what settle_async queued is written (before a release or a close)."""
-        writer = self._writer
-        if writer is not None and writer is not asyncio.current_task():
-            await asyncio.wait({writer})
+        self.settles.add(client, ops)
 
     async def apply(self, client: Client, ops: Sequence[WireSettle]) -> None:
         touched: list[PullSubscription] = []

@@ -15,7 +15,9 @@ from typing import Any
 from ackbridge.errors import InvalidOptionError
 
 _TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
+#: The words an option (or a switch in the environment) reads as false.
+FALSE_WORDS = frozenset({"0", "false", "no", "off"})
+_FALSE = FALSE_WORDS
 
 
 @dataclass(frozen=True)

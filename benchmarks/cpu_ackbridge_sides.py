@@ -11,6 +11,7 @@ calls, connection set-up left out.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from cpu_clock import CLOCK
@@ -47,8 +48,6 @@ def consume(url: str, source: str, n: int, prefetch: int, **options: Any) -> Non
 def consume_handler(url: str, source: str, n: int, prefetch: int, **options: Any) -> None:
     """``consume(handler=...)``: each delivery acked in the handler (the default handler
     thread, off the transport's I/O thread), in the shape of a raw client's callback."""
-    import threading
-
     done = threading.Event()
     handled = [0]
 

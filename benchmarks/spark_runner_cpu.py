@@ -56,7 +56,6 @@ def delete(queue: str) -> None:
 def run_reader(queue: str, n: int, batch: int, trigger: float, profile: str | None) -> tuple[float, float, int]:
     """(cpu seconds, wall seconds, batches) of the reader's loop over *n* messages, a batch
     planned at most every *trigger* seconds (Spark's processing-time trigger)."""
-    from pyspark.sql.datasource import InputPartition  # noqa: F401  (the runner has pyspark loaded)
     from pyspark.sql.streaming.datasource import ReadMaxRows
 
     from ackbridge_spark.options import parse

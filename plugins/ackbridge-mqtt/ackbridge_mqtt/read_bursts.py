@@ -22,7 +22,6 @@ reports the publishes it lost, so nothing held is ever left behind.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +29,8 @@ from typing import Any
 import paho.mqtt.client as paho
 from paho import mqtt as paho_mqtt
 from paho.mqtt.enums import MQTTErrorCode
+
+from ackbridge.transport import fast_paths
 
 log = logging.getLogger("ackbridge.mqtt")
 
@@ -68,7 +69,7 @@ if not SUPPORT.available:
 
 def forced_off() -> bool:
     """True when ``ACKBRIDGE_PAHO_FAST_PATH`` asks for the public path."""
-    return os.environ.get(ENV, "").strip().lower() in {"0", "false", "no", "off"}
+    return fast_paths.forced_off(ENV)
 
 
 def enabled() -> bool:

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
-import os
 from dataclasses import dataclass
 
 from nats.aio.client import Client
 from nats.aio.subscription import Subscription
 from nats.protocol.parser import Parser
+
+from ackbridge.transport import fast_paths
 
 log = logging.getLogger("ackbridge.nats")
 
@@ -98,7 +99,7 @@ if not SUPPORT.available:
 
 def forced_off() -> bool:
     """True when ``ACKBRIDGE_NATS_FAST_PATH`` asks for nats-py's public path."""
-    return os.environ.get(ENV, "").strip().lower() in {"0", "false", "no", "off"}
+    return fast_paths.forced_off(ENV)
 
 
 def enabled() -> bool:

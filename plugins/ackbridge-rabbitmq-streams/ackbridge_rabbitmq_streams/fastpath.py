@@ -23,7 +23,6 @@ conformance suite runs with the fallback forced
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 
 import rstream
@@ -32,6 +31,7 @@ from rstream.client import Client
 from rstream.encoding import encode_frame, encode_publish
 
 from ackbridge.messages import OutboundMessage
+from ackbridge.transport import fast_paths
 from ackbridge_rabbitmq_streams import codec
 
 log = logging.getLogger("ackbridge.rabbitmq_streams")
@@ -111,7 +111,7 @@ if not SUPPORT.available:
 
 def forced_off() -> bool:
     """True when ``ACKBRIDGE_RSTREAM_FAST_PATH`` asks for rstream's public path."""
-    return os.environ.get(ENV, "").strip().lower() in {"0", "false", "no", "off"}
+    return fast_paths.forced_off(ENV)
 
 
 def enabled() -> bool:

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import pika
+
+from ackbridge.transport import fast_paths
 
 log = logging.getLogger("ackbridge.rabbitmq")
 
@@ -103,7 +104,7 @@ if not SUPPORT.available:
 
 def forced_off() -> bool:
     """True when ``ACKBRIDGE_PIKA_FAST_PATH`` asks for pika's public path."""
-    return os.environ.get(ENV, "").strip().lower() in {"0", "false", "no", "off"}
+    return fast_paths.forced_off(ENV)
 
 
 def enabled() -> bool:

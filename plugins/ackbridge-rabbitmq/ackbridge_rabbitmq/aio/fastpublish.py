@@ -25,7 +25,6 @@ import asyncio
 import dataclasses
 import importlib.metadata
 import logging
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +34,8 @@ from aiormq.abc import ChannelFrame
 from pamqp.commands import Basic
 from pamqp.frame import marshal
 from pamqp.header import ContentHeader
+
+from ackbridge.transport import fast_paths
 
 log = logging.getLogger("ackbridge.rabbitmq")
 
@@ -85,7 +86,7 @@ if not SUPPORT.available:
 
 def forced_off() -> bool:
     """True when ``ACKBRIDGE_AIORMQ_FAST_PATH`` asks for the public path."""
-    return os.environ.get(ENV, "").strip().lower() in {"0", "false", "no", "off"}
+    return fast_paths.forced_off(ENV)
 
 
 def enabled() -> bool:

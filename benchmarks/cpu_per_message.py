@@ -76,7 +76,7 @@ def run_suite(name: str, n: int, rounds: int) -> list[Result]:
 def text_line(result: Result) -> str:
     ab = f"{_median(result.ackbridge, 'us_per_message'):8.1f} us/msg {_median(result.ackbridge, 'rate'):9,.0f}/s"
     if not result.raw:
-        return f"{result.row.name:46} ackbridge {ab}"
+        return f"{result.row.name:46} ackbridge {ab}   ({result.row.raw_name or 'no raw side'})"
     ratios = result.ratios()
     return (f"{result.row.name:46} ackbridge {ab}   {result.row.raw_name} "
             f"{_median(result.raw, 'us_per_message'):8.1f} us/msg {_median(result.raw, 'rate'):9,.0f}/s   "
@@ -89,7 +89,8 @@ def markdown_table(results: list[Result]) -> str:
     for result in results:
         ab_us, ab_rate = _median(result.ackbridge, "us_per_message"), _median(result.ackbridge, "rate")
         if not result.raw:
-            lines.append(f"| {result.row.name} | {ab_us:.1f} | - | - | {ab_rate:,.0f} / - |")
+            lines.append(f"| {result.row.name} | {ab_us:.1f} | - ({result.row.raw_name or 'no raw side'}) | - "
+                         f"| {ab_rate:,.0f} / - |")
             continue
         ratios = result.ratios()
         lines.append(f"| {result.row.name} | {ab_us:.1f} | {_median(result.raw, 'us_per_message'):.1f} "

@@ -94,6 +94,10 @@ class AsyncConsumer(ConsumerBase, contract.AsyncConsumer):
         self._ready: deque[AsyncDelivery] = deque()
         self._arrived = asyncio.Event()
         self._send_lock = asyncio.Lock()
+        transport = connection._transport
+        #: The transport's settle_nowait where settling never waits: a settlement made while
+        #: no send is under way skips the lock's round trip and the coroutine chain (issue 39).
+        self._settle_nowait = transport.settle_nowait if transport.settles_without_waiting else None
         self._timer: asyncio.Task[None] | None = None
         if conflate_ms > 0:
             self._timer = asyncio.get_running_loop().create_task(self._flush_on_time())
@@ -109,6 +113,8 @@ class AsyncConsumer(ConsumerBase, contract.AsyncConsumer):
     async def get(self, timeout: float | None = None) -> AsyncDelivery | None:
         if self._handler is not None:
             raise ConfigurationError(HANDLER_OWNS)
+        if self._ready:  # most calls: a delivery is waiting
+            return self._ready.popleft()
         return await self._next(timeout)
 
     async def _next(self, timeout: float | None) -> AsyncDelivery | None:
@@ -123,7 +129,9 @@ class AsyncConsumer(ConsumerBase, contract.AsyncConsumer):
             if left is not None and left <= 0:
                 return None
             try:
-                await asyncio.wait_for(self._arrived.wait(), left)
+                # asyncio.timeout, not wait_for: wait_for wraps the wait in a task of its own.
+                async with asyncio.timeout(left):
+                    await self._arrived.wait()
             except TimeoutError:
                 return None
         return self._ready.popleft()
@@ -232,6 +240,20 @@ class AsyncConsumer(ConsumerBase, contract.AsyncConsumer):
         await self.close()
 
     async def _settle(self, delivery: AsyncDelivery, verb: WireVerb) -> None:
+        nowait = self._settle_nowait
+        if nowait is not None and not self._send_lock.locked():
+            # Nothing is being sent: this settlement's ops reach the wire after every
+            # earlier one's without waiting, so the lock has nothing to order.
+            ops = self._decide(delivery._record, verb)
+            if ops:
+                try:
+                    nowait(ops)
+                except StaleDeliveryError:
+                    self._undecide(delivery._record, ops)
+                    raise
+            if self._closed:
+                self._settled_while_closed.set()
+            return
         # Decide and send under one lock: cumulative acks must reach the wire in order.
         async with self._send_lock:
             ops = self._decide(delivery._record, verb)

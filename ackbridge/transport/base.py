@@ -206,6 +206,10 @@ class SyncTransport(TransportBase, abc.ABC):
 class AsyncTransport(TransportBase, abc.ABC):
     """The asyncio contract: the same operations, awaited on the event loop."""
 
+    #: True when :meth:`settle_nowait` is offered: settling never has to wait (the ops are
+    #: queued or written at once, in call order). Read once per consumer.
+    settles_without_waiting: bool = False
+
     @abc.abstractmethod
     async def open_async(self) -> None: ...
 
@@ -226,6 +230,12 @@ class AsyncTransport(TransportBase, abc.ABC):
 
     @abc.abstractmethod
     async def publish_async(self, seq: int, destination: str, message: OutboundMessage) -> None: ...
+
+    def settle_nowait(self, ops: Sequence[WireSettle]) -> None:
+        """:meth:`settle_async` without a coroutine, on the loop, where
+        :attr:`settles_without_waiting`: the same checks (a stale op raises at once,
+        nothing of the call sent), then *ops* go to the wire after every earlier call's."""
+        raise NotImplementedError(f"{type(self).__name__} settles only by settle_async")
 
     async def open_reply_inbox_async(self) -> str:
         """Start receiving replies (to ``events.reply``); return their address."""
@@ -326,6 +336,12 @@ class ThreadedAsyncTransport(ForwardedFaults, AsyncTransport):
         await asyncio.to_thread(self.sync.unsubscribe, subscription)
 
     async def settle_async(self, ops: Sequence[WireSettle]) -> None:
+        self.sync.settle(ops)
+
+    #: The sync transport's settle() hands ops to its I/O thread and never waits for the wire.
+    settles_without_waiting = True
+
+    def settle_nowait(self, ops: Sequence[WireSettle]) -> None:
         self.sync.settle(ops)
 
     async def publish_async(self, seq: int, destination: str, message: OutboundMessage) -> None:

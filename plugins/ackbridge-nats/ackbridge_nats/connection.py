@@ -24,25 +24,25 @@ from ackbridge.errors import InvalidOptionError
 from ackbridge.kernel.generations import check_generation, check_ops
 from ackbridge.messages import ACK as ACK_VERB
 from ackbridge.messages import REQUEUE as REQUEUE_VERB
-from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, refused, unknown
+from ackbridge.messages import OutboundMessage, QueueInfo, WireSettle, WireVerb, refused
 from ackbridge.transport import AsyncTransport, TransportEvents
 from ackbridge.transport.held_work import HeldWork
 from ackbridge.transport.loop_thread import LoopThreadTransport, call_on_loop
 from ackbridge.urls import BrokerURL
 from ackbridge_nats import codec, fastpath, queues, wire
 from ackbridge_nats.capabilities import CAPABILITIES
+from ackbridge_nats.dead_letters import dead_letter
 from ackbridge_nats.errors import nats_error
 from ackbridge_nats.link import Link, describe, seconds_ns
-from ackbridge_nats.naming import check_subject, dead_letter_subject
+from ackbridge_nats.naming import check_subject
 from ackbridge_nats.options import OPTIONS, NatsSettings
 from ackbridge_nats.receiving import NAK, PROGRESS, PullSubscription
-from ackbridge_nats.sending import Publishes, outcome_of
+from ackbridge_nats.sending import Publishes
 from ackbridge_nats.settle_queue import SettleQueue
 
 log = logging.getLogger("ackbridge.nats")
 
 ACK = b"+ACK"
-TERM = b"+TERM"
 Prepared = tuple[str, bytes, dict[str, str] | None]
 
 
@@ -66,10 +66,10 @@ class NatsAsyncTransport(AsyncTransport):
         self.held = HeldWork(events, lambda: self.generation)
         #: nats-py's internals in use (fastpath.py): deliveries and settlements past its per-message API.
         self.fast_path = fastpath.enabled()
-        #: settle_async queues (checked) and one writer task writes the queue from the next loop turn:
+        #: Settlements are queued (checked) and one writer task writes the queue from the next loop turn:
         #: the asyncio face settles one delivery per call, and a write per call cost more than the rest
         #: of its settle path. NatsSyncTransport turns it off: its drain hands over whole runs already.
-        self.defer = True
+        self.settles_without_waiting = True
         self.settles = SettleQueue(lambda: self.link.client, lambda client, ops: self.apply(client, ops))
         self._nak = NAK if not self.nats.requeue_delay else (
             NAK + b" " + json.dumps({"delay": seconds_ns(self.nats.requeue_delay)}).encode())
@@ -177,17 +177,28 @@ class NatsAsyncTransport(AsyncTransport):
 
     # ---- settling -----------------------------------------------------------------------------
     async def settle_async(self, ops: Sequence[WireSettle]) -> None:
+        client = self._checked(ops)
+        if client is None:
+            return
+        if self.settles_without_waiting:
+            self.settles.add(client, ops)
+        else:
+            await self.apply(client, ops)
+
+    def settle_nowait(self, ops: Sequence[WireSettle]) -> None:
+        client = self._checked(ops)
+        if client is not None:
+            self.settles.add(client, ops)
+
+    def _checked(self, ops: Sequence[WireSettle]) -> Client | None:
+        """The client *ops* go out on (raises when one is stale or the link is down); None
+        when the fault seam holds them."""
         link = self.link
         check_ops(ops, link.generation)
         client = link.client
         if client is None or not client.is_connected:
             check_ops(ops, None, "the connection is down")
-        if self.held.keep_settle(ops):
-            return
-        if not self.defer:
-            await self.apply(client, ops)
-            return
-        self.settles.add(client, ops)
+        return None if self.held.keep_settle(ops) else client
 
     async def apply(self, client: Client, ops: Sequence[WireSettle]) -> None:
         touched: list[PullSubscription] = []
@@ -214,7 +225,8 @@ class NatsAsyncTransport(AsyncTransport):
             elif verb is REQUEUE_VERB:
                 publishes.append((tag, nak))
             else:
-                self.spawn(self._dead_letter(client, op))
+                self.spawn(dead_letter(client, op, self.nats.dead_letter_template, self.settings.connect_timeout,
+                                       nak))
         if publishes:
             await wire.publish_all(client, publishes, direct=self.fast_path)
         if confirms:
@@ -297,31 +309,6 @@ class NatsAsyncTransport(AsyncTransport):
         except Exception as exc:
             raise nats_error(exc, doing, self.url) from None
 
-    async def _dead_letter(self, client: Client, op: WireSettle) -> None:
-        """reject(): store a copy in the dead-letter subject, then +TERM; -NAK if the copy is not stored."""
-        tag = str(op.wire_tag)
-        message = op.message
-        if message is None:
-            log.error("ackbridge-nats: reject without the message: -NAK instead (no copy can be stored)")
-            await client.publish(tag, self._nak)
-            return
-        subject = dead_letter_subject(self.nats.dead_letter_template, message.source)
-        try:
-            answer = await client.request(subject, message.body, timeout=self.settings.connect_timeout,
-                                          headers=codec.dead_letter_headers(message))
-            outcome = outcome_of(answer, subject)
-        except Exception as exc:
-            outcome = unknown(describe(exc))
-        if not outcome.confirmed and "no responders" in outcome.reason:
-            # No dead-letter stream (declared with dead_letter=False): dropped, as AMQP drops without a DLX.
-            log.warning("ackbridge-nats: rejected message of %r dropped: %s", message.source, outcome.reason)
-        elif not outcome.confirmed:
-            log.error("ackbridge-nats: dead-letter copy of a %r message not stored (%s): -NAK instead",
-                      message.source, outcome.reason)
-            await client.publish(tag, NAK)
-            return
-        await client.publish(tag, TERM)
-
     # ---- publishing ---------------------------------------------------------------------------
     def prepare(self, destination: str, message: OutboundMessage) -> Prepared:
         """Check *message* before anything is sent (raises InvalidOptionError for bad
@@ -396,4 +383,4 @@ class NatsSyncTransport(LoopThreadTransport):
 
     def __init__(self, url: BrokerURL, options: Mapping[str, Any], events: TransportEvents) -> None:
         super().__init__(url, options, events)
-        self.inner.defer = False  # the drain on the loop hands settle_async whole runs already
+        self.inner.settles_without_waiting = False  # the drain on the loop hands settle_async whole runs already

@@ -254,6 +254,12 @@ class StreamAsyncTransport(AsyncTransport):
         await self.consumers.unsubscribe(subscription)
 
     async def settle_async(self, ops: Sequence[WireSettle]) -> None:
+        self.settle_nowait(ops)
+
+    #: Settling records offsets for the next StoreOffset (receiving.py): it never waits.
+    settles_without_waiting = True
+
+    def settle_nowait(self, ops: Sequence[WireSettle]) -> None:
         if self.client is None:
             check_ops(ops, None, "the connection is down")
         check_ops(ops, self._generation)

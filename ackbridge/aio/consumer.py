@@ -8,7 +8,7 @@ import inspect
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ackbridge import contract
@@ -40,7 +40,10 @@ class AsyncDelivery(DeliveryBase, contract.AsyncDelivery):
     _consumer: AsyncConsumer
 
     async def ack(self) -> None:
-        await self._consumer._settle(self, ACK)
+        # The per-message verb: settled at once where it can be, with no coroutine of its own.
+        waiting = self._consumer._settle_now(self, ACK)
+        if waiting is not None:
+            await waiting
 
     async def requeue(self) -> None:
         await self._consumer._settle(self, WireVerb.REQUEUE)
@@ -240,20 +243,30 @@ class AsyncConsumer(ConsumerBase, contract.AsyncConsumer):
         await self.close()
 
     async def _settle(self, delivery: AsyncDelivery, verb: WireVerb) -> None:
+        waiting = self._settle_now(delivery, verb)
+        if waiting is not None:
+            await waiting
+
+    def _settle_now(self, delivery: AsyncDelivery, verb: WireVerb) -> Coroutine[Any, Any, None] | None:
+        """Settle *delivery* at once where the transport settles without waiting and no
+        send is under way (None); else the coroutine that settles it behind the send lock."""
         nowait = self._settle_nowait
-        if nowait is not None and not self._send_lock.locked():
-            # Nothing is being sent: this settlement's ops reach the wire after every
-            # earlier one's without waiting, so the lock has nothing to order.
-            ops = self._decide(delivery._record, verb)
-            if ops:
-                try:
-                    nowait(ops)
-                except StaleDeliveryError:
-                    self._undecide(delivery._record, ops)
-                    raise
-            if self._closed:
-                self._settled_while_closed.set()
-            return
+        if nowait is None or self._send_lock.locked():
+            return self._settle_locked(delivery, verb)
+        # Nothing is being sent: this settlement's ops reach the wire after every
+        # earlier one's without waiting, so the lock has nothing to order.
+        ops = self._decide(delivery._record, verb)
+        if ops:
+            try:
+                nowait(ops)
+            except StaleDeliveryError:
+                self._undecide(delivery._record, ops)
+                raise
+        if self._closed:
+            self._settled_while_closed.set()
+        return None
+
+    async def _settle_locked(self, delivery: AsyncDelivery, verb: WireVerb) -> None:
         # Decide and send under one lock: cumulative acks must reach the wire in order.
         async with self._send_lock:
             ops = self._decide(delivery._record, verb)

@@ -63,14 +63,21 @@ class LoopEvents:
     """The ``TransportEvents`` of an async connection, callable from any thread:
     each event reaches the router on the loop."""
 
-    __slots__ = ("_hop", "_router")
+    __slots__ = ("_deliver", "_hop", "_loop_thread", "_router")
 
     def __init__(self, router: EventRouter, hop: LoopHandoff) -> None:
         self._router = router
         self._hop = hop
+        self._deliver = router.deliver
+        self._loop_thread = hop._loop_thread
 
     def deliver(self, subscription: str, message: InboundMessage) -> None:
-        self._hop(self._router.deliver, subscription, message)
+        # The per-message event: a transport on the loop (nats-py, rstream) delivers
+        # straight to the router, without the hand-off's call.
+        if threading.get_ident() == self._loop_thread:
+            self._deliver(subscription, message)
+        else:
+            self._hop(self._deliver, subscription, message)
 
     def confirm(self, seq: int, outcome: ConfirmOutcome) -> None:
         self._hop(self._router.confirm, seq, outcome)

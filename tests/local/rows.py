@@ -5,7 +5,10 @@ transport driven without a core (its events kept)."""
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -49,10 +52,14 @@ def write_lock_held(path: Path) -> Iterator[None]:
 
 
 def take_lease(path: Path, body: bytes) -> None:
-    """Release *body*'s lease behind the transport's back, as another process's sweep would."""
+    """Give *body*'s lease to another live owner behind the transport's back, as another
+    process's sweep and lease would. Not released to no one: the transport's own poller
+    would lease it again before the settle under test (a race the suite lost under load)."""
     db = sqlite3.connect(path, isolation_level=None, timeout=30)
     try:
-        db.execute("UPDATE messages SET owner=NULL WHERE body=?", (body,))
+        db.execute("INSERT OR REPLACE INTO owners(owner, pid, host, heartbeat, lease_timeout) VALUES (?, ?, ?, ?, ?)",
+                   ("another-consumer", os.getpid(), socket.gethostname(), time.time(), 3600.0))
+        db.execute("UPDATE messages SET owner='another-consumer' WHERE body=?", (body,))
     finally:
         db.close()
 

@@ -172,14 +172,27 @@ class Link:
             self.stop(graceful=False)
             raise subscription_refused(self.url, error)
 
-    def drained(self, timeout: float) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
+    def drained(self, quiet_limit: float) -> bool:
+        """Wait until every settlement decided on this link is on the wire. Each
+        requeue/reject waits for its copy's answer before the next goes out, so a
+        long run of them takes a round trip each: the wait ends when nothing is left,
+        or when nothing moved for *quiet_limit* seconds (a broker that stopped
+        answering), never after a fixed total that a busy broker would overrun."""
+        last_seen, moved_at = -1, time.monotonic()
+        while True:
             with self.lock:
-                if not self.live or self.receiver.idle:
+                receiver = self.receiver
+                if not self.live or receiver.idle:
                     return True
+                left = len(receiver.queue)
+            now = time.monotonic()
+            if left != last_seen:
+                last_seen, moved_at = left, now
+            elif now - moved_at > quiet_limit:
+                log.warning("ackbridge-mqtt: closing %s: %d settlement(s) not sent, the broker answered nothing "
+                            "for %.0f s; those messages will be delivered again", self.client_id, left, quiet_limit)
+                return False
             time.sleep(0.01)
-        return False
 
     def stop(self, *, graceful: bool = True) -> None:
         self.closing = True

@@ -29,7 +29,8 @@ import pytest
 import ackbridge
 from ackbridge.testing import BrokerHarness, eventually
 from ackbridge.testing.faults import faults
-from tests.application_faults.on_broker import on_rabbitmq
+from tests.application_faults.on_broker import on_harness
+from tests.conftest import require_port
 from tests.scoreboard.checker import History, ScoreRow, markdown, score
 
 #: Publisher window, confirms pending on the wire when a cut is made, and the retransmit budget.
@@ -40,11 +41,18 @@ PREFETCH = 20
 
 
 def row_competing_consumers(harness: BrokerHarness, n: int = 1000, *, cuts: int = 2,
-                            consumers: int = 2) -> tuple[ScoreRow, dict[str, Any]]:
+                            consumers: int = 2, consumer_url: str | None = None) -> tuple[ScoreRow, dict[str, Any]]:
     """Publish *n* ids with retransmission, severing the publisher's connection *cuts*
     times with confirms pending, while *consumers* consumers (one connection each, each
-    with ``dedupe_window``) compete for the queue; drain. The row and what was seen:
-    retransmitted sends, copies the broker delivered, duplicates per consumer, broker counts."""
+    with ``dedupe_window``, at *consumer_url* or the harness's) compete for the queue;
+    drain. The row and what was seen: retransmitted sends, copies the broker delivered,
+    duplicates per consumer, broker counts.
+
+    A harness that holds confirms on the wire (a proxy) makes each cut certain to meet
+    them: the next stretch of publishes goes out with the broker's answers held, then
+    the proxy's sockets are reset. Elsewhere the connection is severed through the fault
+    seam once confirms are pending; a broker may still answer them before the close
+    completes (pika closes gracefully), so there the row may make no copy."""
     queue = harness.new_queue()
     target = harness.publish_target(queue)
     history = History()
@@ -53,7 +61,7 @@ def row_competing_consumers(harness: BrokerHarness, n: int = 1000, *, cuts: int 
     redelivered = [0]
     lock = threading.Lock()
     started = time.monotonic()
-    conns = [ackbridge.connect(harness.url(), **harness.connect_options()) for _ in range(consumers)]
+    conns = [ackbridge.connect(consumer_url or harness.url(), **harness.connect_options()) for _ in range(consumers)]
     subs: list[Any] = []
     try:
         for index, conn in enumerate(conns):
@@ -75,22 +83,46 @@ def row_competing_consumers(harness: BrokerHarness, n: int = 1000, *, cuts: int 
             publisher = pub_conn.publisher(window=WINDOW, **RETRANSMIT)
             run = uuid.uuid4().hex[:8]
             confirms: list[Any] = []
-            for i in range(n):
+
+            def publish(i: int) -> None:
                 message_id = f"cc-{run}-{i}"
                 history.attempted.add(message_id)
                 confirms.append(publisher.publish(target, message_id.encode(), message_id=message_id))
-                due = cut_at[len(unresolved_at_cut)] if len(unresolved_at_cut) < cuts else None
-                if due is None or i < due:
-                    continue
-                pending = sum(1 for c in confirms if not c.done())
-                # Confirms pending on the wire when the cut comes (a fast broker answers as fast as
-                # it is fed), or at the latest half a stretch later.
-                if pending >= PENDING_AT_CUT or i >= due + n // (2 * (cuts + 1)):
-                    generation = seam.generation
-                    unresolved_at_cut.append(pending)
-                    seam.sever("competing-consumers row cut the publisher's connection")
-                    eventually(lambda g=generation: seam.generation > g, timeout=30,
-                               message="the publisher reconnected after the cut")
+
+            def pending() -> int:
+                return sum(1 for c in confirms if not c.done())
+
+            if getattr(harness, "holds_confirms_on_the_wire", False):
+                # Each cut: a stretch published with the broker's answers held, then the reset.
+                stretch_ends = [*cut_at, n]
+                i = 0
+                for k, end in enumerate(stretch_ends):
+                    while i < end:
+                        publish(i)
+                        i += 1
+                    if k == len(cut_at):
+                        break
+                    with harness.hold_confirms(pub_conn):
+                        while i < min(end + PENDING_AT_CUT, n):
+                            publish(i)
+                            i += 1
+                        unresolved_at_cut.append(pending())
+                        harness.break_connection(pub_conn)
+            else:
+                for i in range(n):
+                    publish(i)
+                    due = cut_at[len(unresolved_at_cut)] if len(unresolved_at_cut) < cuts else None
+                    if due is None or i < due:
+                        continue
+                    waiting = pending()
+                    # Confirms pending on the wire when the cut comes (a fast broker answers as fast
+                    # as it is fed), or at the latest half a stretch later.
+                    if waiting >= PENDING_AT_CUT or i >= due + n // (2 * (cuts + 1)):
+                        generation = seam.generation
+                        unresolved_at_cut.append(waiting)
+                        seam.sever("competing-consumers row cut the publisher's connection")
+                        eventually(lambda g=generation: seam.generation > g, timeout=30,
+                                   message="the publisher reconnected after the cut")
             assert publisher.flush(timeout=120), "every publish has its outcome"
             retransmitted = publisher.retransmitted
         outcomes = {str(c.message_id): c.outcome for c in confirms}
@@ -136,7 +168,14 @@ def row_competing_consumers(harness: BrokerHarness, n: int = 1000, *, cuts: int 
 @pytest.mark.rabbitmq
 @pytest.mark.slow
 def test_competing_consumers_see_retransmitted_copies_as_declared_bounded_duplicates() -> None:
-    row, seen = on_rabbitmq(row_competing_consumers)
+    # The publisher goes through a proxy, so each cut meets confirms held on the wire (a
+    # graceful close let RabbitMQ answer them first: once in CI the cuts made no copy).
+    # The consumers connect directly: the cuts are the publisher's alone.
+    require_port(5672, "RabbitMQ")
+    from tests.rabbitmq.harness import ProxiedRabbitHarness, RabbitHarness
+
+    harness = ProxiedRabbitHarness()
+    row, seen = on_harness(harness, row_competing_consumers, consumer_url=RabbitHarness.url(harness))
     report = markdown([row]) + f"\nseen: {seen}\n"
     print(report)
     assert row.lost == 0 and row.unexpected == 0, report

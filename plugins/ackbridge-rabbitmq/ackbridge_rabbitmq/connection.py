@@ -42,6 +42,7 @@ from ackbridge_rabbitmq.options import OPTIONS, RabbitSettings, endpoint
 from ackbridge_rabbitmq.receiving import ReplyInbox, Subscriptions
 from ackbridge_rabbitmq.sending import Publishing
 from ackbridge_rabbitmq.topology import QueueAdmin
+from ackbridge_rabbitmq.unfinished import close_unfinished
 
 log = logging.getLogger("ackbridge.rabbitmq")
 
@@ -261,11 +262,18 @@ class RabbitSyncTransport(SyncTransport):
     def _shutdown_thread(self) -> None:
         link = self.link
 
+        unfinished: list[Any] = []
+
         def drop_unfinished() -> None:
             if link.conn is not None and not link.conn.is_closed:
-                link.conn = None  # an unfinished reconnect: its socket goes with the loop
+                unfinished.append(link.conn)  # an unfinished reconnect, or a close that timed out
+                link.conn = None
 
         self.io.stop(drop_unfinished)
+        for conn in unfinished:
+            if close_unfinished(conn):
+                log.debug("ackbridge-rabbitmq: closed the socket of an unfinished connection to %s",
+                          self.url.redacted)
 
     # ---- queues (topology.py) --------------------------------------------------------------
     def declare_queue(self, name: str, *, dead_letter: bool = True) -> None:

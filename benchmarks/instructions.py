@@ -25,7 +25,7 @@ the broker, the network) and the kernel's work cost none, and a cache miss count
 as one instruction.
 
     .venv/bin/python benchmarks/instructions.py [--rows engine,core,rabbitmq,mqtt,amqp10,nats,streams]
-        [--n1 2000 --n2 6000]
+        [--only "receive, asyncio"] [--n1 2000 --n2 6000]
 
 Before/after a change: run this script from each checkout's virtualenv
 (``/other/.venv/bin/python benchmarks/instructions.py``); the benchmark functions
@@ -176,9 +176,14 @@ def _mqtt(side: str, n: int, ctx: dict[str, Any]) -> None:
 
 
 def _amqp10(side: str, n: int, ctx: dict[str, Any]) -> None:
+    import asyncio
+
     import amqp10_bench as ab
+    import cpu_ackbridge_sides as sides
     address = ctx["address"]
+    url = f"amqp10://guest:guest@{ab.HOST}:{ab.PORT}"
     {"raw_send": lambda: ab.raw_send(address, n, BODY),
+     "ab_receive_async": lambda: asyncio.run(sides.consume_async(url, address, n, 200)),
      "ab_send": lambda: ab.ab_send(address, n, BODY, 65536),
      "ab_send_1000": lambda: ab.ab_send(address, n, BODY, 1000),
      "raw_receive": lambda: ab.raw_receive(address, n, 200),
@@ -314,6 +319,7 @@ ROWS = [
     Row("amqp10", "send, window 1000", "raw_send", "ab_send_1000", _amqp10_empty),
     Row("amqp10", "receive, handler", "raw_receive", "ab_receive_handler", _amqp10_fill),
     Row("amqp10", "receive, get()", "raw_receive", "ab_receive", _amqp10_fill),
+    Row("amqp10", "receive, asyncio", "raw_receive", "ab_receive_async", _amqp10_fill),
     Row("nats", "consume + ack, get() (sync)", "raw_consume", "ab_consume", _nats_fill),
     Row("nats", "consume + ack, get() (asyncio)", "raw_consume", "ab_consume_async", _nats_fill),
     Row("streams", "publish + confirms", "raw_publish", "ab_publish", _streams_new),
@@ -432,6 +438,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="engine,core,rabbitmq,mqtt,amqp10,nats,streams",
                         help="groups to count, comma-separated")
+    parser.add_argument("--only", default="", help="count only the rows whose name contains this")
     parser.add_argument("--n1", type=int, default=2000)
     parser.add_argument("--n2", type=int, default=6000)
     parser.add_argument("--bench-dir", default=here, help="import the benchmark modules from this folder")
@@ -455,7 +462,7 @@ def main() -> None:
     print(f"{'row':44} {'raw client':>12} {'ackbridge':>12} {'ratio':>7}")
     for group in groups:
         with _group_context(group) as ctx:
-            for row in (r for r in ROWS if r.group == group):
+            for row in (r for r in ROWS if r.group == group and args.only in r.name):
                 raw = per_message(args.bench_dir, row, row.raw, args.n1, args.n2, ctx)
                 ours = per_message(args.bench_dir, row, row.ackbridge, args.n1, args.n2, ctx)
                 print(f"{group + ': ' + row.name:44} {raw:12,.0f} {ours:12,.0f} {raw / ours:7.3f}", flush=True)

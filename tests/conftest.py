@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
+from collections.abc import Iterator
 
 import pytest
 
@@ -41,3 +43,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     config.option.loadscopereorder = False  # the order is LongestFirst's, not "most tests first"
     return LongestFirst(config, log)
+
+
+@pytest.fixture
+def no_collection() -> Iterator[None]:
+    """The garbage collector off for the test: what is closed must be closed by the code,
+    not found by a collection (tests of sockets closed)."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

@@ -19,14 +19,10 @@ from typing import Any, ClassVar
 import pytest
 
 from ackbridge.aio.connection import AsyncConnection
-from ackbridge.capabilities import Capabilities, Verb, native
 from ackbridge.errors import StaleDeliveryError
-from ackbridge.messages import InboundMessage, OutboundMessage, WireSettle
-from ackbridge.options import CONNECTION_OPTIONS, CORE_OPTIONS, resolve_options
-from ackbridge.transport import AsyncTransport
+from ackbridge.messages import InboundMessage, WireSettle
 from ackbridge.urls import parse_url
-
-CAPABILITIES = Capabilities(broker="scripted", verbs={verb: native() for verb in Verb})
+from tests.core.scripted import QuietAsyncTransport, default_options
 
 
 class Script:
@@ -44,8 +40,7 @@ class Script:
         self.subscription = ""
 
 
-class Scripted(AsyncTransport):
-    capabilities = CAPABILITIES
+class Scripted(QuietAsyncTransport):
     settles_without_waiting = True
     script: ClassVar[Script]
 
@@ -53,24 +48,8 @@ class Scripted(AsyncTransport):
         super().__init__(*args)
         self.script.transport = self
 
-    @property
-    def generation(self) -> int:
-        return 1
-
-    async def open_async(self) -> None:
-        pass
-
-    async def close_async(self) -> None:
-        pass
-
-    async def declare_queue_async(self, name: str, *, dead_letter: bool = True) -> None:
-        pass
-
     async def subscribe_async(self, subscription: str, source: str, *, prefetch: int) -> None:
         self.script.subscription = subscription
-
-    async def unsubscribe_async(self, subscription: str) -> None:
-        pass
 
     async def settle_async(self, ops: Sequence[WireSettle]) -> None:
         self.script.calls.append(("awaited", [op.wire_tag for op in ops]))
@@ -81,9 +60,6 @@ class Scripted(AsyncTransport):
             raise StaleDeliveryError("the connection that delivered it is gone (scripted)")
         self.script.calls.append(("nowait", [op.wire_tag for op in ops]))
 
-    async def publish_async(self, seq: int, destination: str, message: OutboundMessage) -> None:
-        pass
-
     def deliver(self, *tags: int) -> None:
         for tag in tags:
             self.events.deliver(self.script.subscription, InboundMessage(wire_tag=tag, generation=1, body=b"x",
@@ -92,8 +68,7 @@ class Scripted(AsyncTransport):
 
 async def _consumer() -> tuple[AsyncConnection, Any, Script]:
     script = Scripted.script = Script()
-    options = (resolve_options(CORE_OPTIONS, {}, owner="test"), resolve_options(CONNECTION_OPTIONS, {}, owner="test"))
-    conn = AsyncConnection(parse_url("scripted://test"), Scripted, *options)
+    conn = AsyncConnection(parse_url("scripted://test"), Scripted, *default_options())
     await conn.open()
     return conn, await conn.consume("q", prefetch=10), script
 

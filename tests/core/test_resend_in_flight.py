@@ -16,15 +16,13 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ackbridge.aio.connection import AsyncConnection
-from ackbridge.capabilities import Capabilities, Verb, native
 from ackbridge.messages import CONFIRMED, ConfirmStatus, OutboundMessage, WireSettle, unknown
-from ackbridge.options import CONNECTION_OPTIONS, CORE_OPTIONS, resolve_options
 from ackbridge.sync.connection import Connection
-from ackbridge.transport import AsyncTransport, SyncTransport
+from ackbridge.transport import SyncTransport
 from ackbridge.urls import parse_url
+from tests.core.scripted import CAPABILITIES, QuietAsyncTransport, default_options
 
 N = 5
-CAPABILITIES = Capabilities(broker="scripted", verbs={verb: native() for verb in Verb})
 
 
 class Script:
@@ -77,43 +75,16 @@ class ScriptedSync(SyncTransport):
         self.script.sent(seq, message, self.events)
 
 
-class ScriptedAsync(AsyncTransport):
-    capabilities = CAPABILITIES
+class ScriptedAsync(QuietAsyncTransport):
     script: ClassVar[Script]
-
-    @property
-    def generation(self) -> int:
-        return 1
-
-    async def open_async(self) -> None:
-        pass
-
-    async def close_async(self) -> None:
-        pass
-
-    async def declare_queue_async(self, name: str, *, dead_letter: bool = True) -> None:
-        pass
-
-    async def subscribe_async(self, subscription: str, source: str, *, prefetch: int) -> None:
-        pass
-
-    async def unsubscribe_async(self, subscription: str) -> None:
-        pass
-
-    async def settle_async(self, ops: Sequence[WireSettle]) -> None:
-        pass
 
     async def publish_async(self, seq: int, destination: str, message: OutboundMessage) -> None:
         self.script.sent(seq, message, self.events)
 
 
-def _options() -> tuple[dict[str, Any], dict[str, Any]]:
-    return (resolve_options(CORE_OPTIONS, {}, owner="test"), resolve_options(CONNECTION_OPTIONS, {}, owner="test"))
-
-
 def test_a_batch_sent_again_counts_in_flight_until_each_is_answered() -> None:
     script = ScriptedSync.script = Script()
-    conn = Connection(parse_url("scripted://test"), ScriptedSync, *_options()).open()
+    conn = Connection(parse_url("scripted://test"), ScriptedSync, *default_options()).open()
     try:
         publisher = script.publisher = conn.publisher(retransmit=True, confirm_timeout=5.0)
         confirms = [publisher.publish("q", b"x") for _ in range(N)]
@@ -129,7 +100,7 @@ def test_a_batch_sent_again_counts_in_flight_until_each_is_answered() -> None:
 def test_a_batch_sent_again_counts_in_flight_until_each_is_answered_async() -> None:
     async def run() -> None:
         script = ScriptedAsync.script = Script()
-        conn = AsyncConnection(parse_url("scripted://test"), ScriptedAsync, *_options())
+        conn = AsyncConnection(parse_url("scripted://test"), ScriptedAsync, *default_options())
         await conn.open()
         try:
             publisher = script.publisher = conn.publisher(retransmit=True, confirm_timeout=5.0)

@@ -8,39 +8,16 @@ so the pair stayed open until a collection, which then warned about both sockets
 
 from __future__ import annotations
 
-import gc
-import os
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
 import ackbridge
 from ackbridge.testing import eventually
 from tests.conftest import require_port
+from tests.sockets import open_sockets
 
 URL = "mqtt://127.0.0.1:1883/"
-
-
-def open_sockets() -> int:
-    """Sockets this process holds open (file descriptors that are sockets)."""
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            count += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
-        except OSError:
-            pass
-    return count
-
-
-@pytest.fixture
-def no_collection() -> Iterator[None]:
-    gc.collect()
-    gc.disable()  # what is closed must be closed by the code, not found by a collection
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 @pytest.mark.mqtt

@@ -10,28 +10,15 @@ socket of this process open, with the collector off.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-
 import pytest
 
 import ackbridge
 from ackbridge.testing import eventually
 from ackbridge.testing.proxy import FaultProxy
 from tests.conftest import require_port
-from tests.mqtt.test_mqtt_sockets_closed import open_sockets
+from tests.sockets import open_sockets
 
 pytestmark = pytest.mark.rabbitmq
-
-
-@pytest.fixture
-def no_collection() -> Iterator[None]:
-    gc.collect()
-    gc.disable()  # what is closed must be closed by the code, not found by a collection
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 @pytest.mark.usefixtures("no_collection")

@@ -16,7 +16,8 @@ from ackbridge.aio.connection import AsyncConnection
 from ackbridge.messages import CONFIRMED, ConfirmStatus, OutboundMessage, refused, unknown
 from ackbridge.sync.connection import Connection
 from ackbridge.urls import parse_url
-from tests.core.test_resend_in_flight import ScriptedAsync, ScriptedSync, _options
+from tests.core.scripted import default_options
+from tests.core.test_resend_in_flight import ScriptedAsync, ScriptedSync
 
 
 class HoldFirstSends:
@@ -53,7 +54,7 @@ def _mixed_answers(first: list[int]) -> list[tuple[int, Any]]:
 
 def test_one_batch_resolves_every_publisher_and_wakes_flush() -> None:
     script = ScriptedSync.script = HoldFirstSends()  # type: ignore[assignment]
-    conn = Connection(parse_url("scripted://test"), ScriptedSync, *_options()).open()
+    conn = Connection(parse_url("scripted://test"), ScriptedSync, *default_options()).open()
     try:
         a, b = conn.publisher(), conn.publisher(retransmit=True, confirm_timeout=5.0)
         called: list[Any] = []
@@ -80,7 +81,7 @@ def test_one_batch_resolves_every_publisher_and_wakes_flush() -> None:
 def test_one_batch_resolves_every_publisher_async() -> None:
     async def run() -> None:
         script = ScriptedAsync.script = HoldFirstSends()  # type: ignore[assignment]
-        conn = AsyncConnection(parse_url("scripted://test"), ScriptedAsync, *_options())
+        conn = AsyncConnection(parse_url("scripted://test"), ScriptedAsync, *default_options())
         await conn.open()
         try:
             a, b = conn.publisher(), conn.publisher(retransmit=True, confirm_timeout=5.0)

@@ -10,7 +10,8 @@ declared, not prevented: the row counts it, and it is bounded by the sends that 
 again (``publisher.retransmitted``); LOST and UNEXPECTED stay 0.
 
 The copies are made as the scoreboard's publisher rows make them: the publisher's
-connection is severed through the fault seam while confirms are pending on the wire.
+connection is cut while confirms are pending on the wire (here through a proxy that
+holds the broker's answers, then resets: the cut is certain to meet them).
 The row counts every copy the broker delivered (handed to the application or dropped
 by a window): more deliveries than unique ids, else the fault made no copy and the
 row would prove nothing.

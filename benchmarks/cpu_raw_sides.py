@@ -7,7 +7,9 @@ after its own set-up, as the older benchmarks' functions do.
 * NATS JetStream consume: pull requests published by hand on a subscribed inbox, as
   plugins/ackbridge-nats (receiving.py) pulls: a callback per message on nats-py's
   subscription task, ``+ACK`` published per message, more credit asked for when half
-  is used. ``fetch()`` starts a task and a future per message; this does not.
+  is used. ``fetch()`` starts a task and a future per message; this does not. For the
+  sync face, the same pull with nats-py's loop on a thread of its own and the caller's
+  thread taking and acking each message (:func:`nats_pull_drain_on_thread`).
 * RabbitMQ streams: rstream ``Producer.send_batch`` with a confirm callback, ``window``
   in flight; ``Consumer.subscribe`` decoding AMQP 1.0 (as ackbridge does), the offset
   stored every ``STORE_EVERY`` messages and at the end.
@@ -19,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import queue
 import sqlite3
+import threading
 from typing import Any
 
 import pika
@@ -113,6 +117,87 @@ async def nats_pull_drain(nc: Client, subject: str, m: int, expires: float = 1.0
     await top_up()
     await asyncio.wait_for(done.wait(), 120)
     await sub.unsubscribe()
+
+
+def nats_pull_drain_on_thread(loop: asyncio.AbstractEventLoop, nc: Client, subject: str, m: int,
+                              expires: float = 1.0) -> None:
+    """:func:`nats_pull_drain` in the sync face's process layout: nats-py runs on *loop*
+    (its own thread, as a sync program must run it) and the caller's thread takes each
+    message from a queue and acks it.
+
+    The cheapest correct hand-off a user could write: the subscription callback puts
+    the reply subject on a ``queue.SimpleQueue``; the caller appends each ack to a list
+    and wakes the loop only when the list was empty, so one wake-up writes a run of
+    ``+ACK``s (``run_coroutine_threadsafe(msg.ack())`` per message costs a task and two
+    futures each). Credit is asked for as :func:`nats_pull_drain` asks; the durable's
+    ``max_ack_pending`` (the prefetch) bounds what is unacked. Timed from the first pull
+    request to the last ``+ACK`` written and flushed (a PING answered), as ackbridge's
+    ``consumer.flush()`` ends its side.
+    """
+    stream = stream_name(subject)
+    next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{DEFAULT_DURABLE}"
+    inbox = nc.new_inbox()
+    handed: queue.SimpleQueue[str] = queue.SimpleQueue()
+    acks: list[str] = []
+    acks_lock = threading.Lock()
+    state = {"requested": 0}
+    expires_ns = int(expires * 1e9)
+
+    async def top_up() -> None:
+        free = NATS_PREFETCH - state["requested"]
+        if free >= NATS_PREFETCH // 2:
+            state["requested"] += free
+            await nc.publish(next_subject, json.dumps({"batch": free, "expires": expires_ns}).encode(), reply=inbox)
+
+    async def on_msg(msg: Any) -> None:
+        if not msg.reply:  # a status: the request ended (408) with its unused credit
+            unused = int((msg.headers or {}).get("Nats-Pending-Messages", "0") or 0)
+            state["requested"] = max(0, state["requested"] - unused) if unused else 0
+            await top_up()
+            return
+        state["requested"] -= 1
+        handed.put(msg.reply)
+        await top_up()
+
+    async def write_acks() -> None:
+        with acks_lock:
+            replies = acks[:]
+            acks.clear()
+        for reply in replies:
+            await nc.publish(reply, b"+ACK")
+
+    def wake() -> None:
+        loop.create_task(write_acks())
+
+    async def start() -> Any:
+        sub = await nc.subscribe(inbox, cb=on_msg)
+        CLOCK.perf_counter()
+        await top_up()
+        return sub
+
+    async def finish() -> None:
+        await write_acks()
+        await nc.flush()
+
+    sub = asyncio.run_coroutine_threadsafe(start(), loop).result()
+    for _ in range(m):
+        reply = handed.get(timeout=120)
+        with acks_lock:
+            acks.append(reply)
+            first = len(acks) == 1
+        if first:
+            loop.call_soon_threadsafe(wake)
+    asyncio.run_coroutine_threadsafe(finish(), loop).result()
+    CLOCK.perf_counter()
+    asyncio.run_coroutine_threadsafe(sub.unsubscribe(), loop).result()
+
+
+def nats_pull_consume_on_thread(loop: asyncio.AbstractEventLoop, nc: Client, m: int) -> None:
+    """:func:`nats_pull_consume` with the messages taken and acked on the caller's thread."""
+    subject = asyncio.run_coroutine_threadsafe(nats_new_queue(nc), loop).result()
+    asyncio.run_coroutine_threadsafe(nats_fill(nc, subject, m), loop).result()
+    nats_pull_drain_on_thread(loop, nc, subject, m)
+    asyncio.run_coroutine_threadsafe(nc.jsm().delete_stream(stream_name(subject)), loop).result()
 
 
 async def rstream_publish(stream: str, n: int, window: int) -> None:

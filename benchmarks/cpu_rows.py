@@ -25,6 +25,7 @@ from typing import Any
 import amqp10_bench as a10
 import async_face_bench as afb
 import cpu_ackbridge_sides as ab
+import cpu_raw_proton_asyncio as raw_proton_asyncio
 import cpu_raw_sides as raw
 import mqtt_bench as mb
 import nats
@@ -162,7 +163,13 @@ def amqp10(n: int) -> Iterator[list[Row]]:
             Row("amqp10 sync receive+accept, handler",
                 side(full, lambda k: a10.ab_receive_handler(address, k, prefetch)),
                 side(full, lambda k: a10.raw_receive(address, k, prefetch)), "proton"),
+            # The asyncio face against raw proton in the same layout (its container on a
+            # thread, the loop taking and accepting), then against raw proton on one thread.
             Row("amqp10 async receive+accept",
+                side(full, lambda k: asyncio.run(ab.consume_async(url, address, k, prefetch))),
+                side(full, lambda k: asyncio.run(raw_proton_asyncio.receive(address, k, prefetch))),
+                "proton, container thread"),
+            Row("amqp10 async receive+accept (raw on one thread)",
                 side(full, lambda k: asyncio.run(ab.consume_async(url, address, k, prefetch))),
                 side(full, lambda k: a10.raw_receive(address, k, prefetch)), "proton"),
         ]
@@ -189,7 +196,11 @@ def nats_jetstream(n: int) -> Iterator[list[Row]]:
                 lambda k: run(nb.raw_publish(nc, k)), "nats-py publish_async"),
             Row("nats async publish+PubAck", lambda k: run(nb.ab_publish_async(nc, k)),
                 lambda k: run(nb.raw_publish(nc, k)), "nats-py publish_async"),
+            # The sync face against raw nats-py in the same layout (its loop on a thread, the
+            # caller's thread taking and acking), then against raw nats-py on one thread.
             Row("nats sync consume+ack", lambda k: nb.ab_consume(loop, nc, k),
+                lambda k: raw.nats_pull_consume_on_thread(loop, nc, k), "nats-py, hand pull, loop thread"),
+            Row("nats sync consume+ack (raw on one thread)", lambda k: nb.ab_consume(loop, nc, k),
                 lambda k: run(raw.nats_pull_consume(nc, k)), "nats-py, hand pull"),
             Row("nats async consume+ack", lambda k: run(nb.ab_consume_async(nc, k)),
                 lambda k: run(raw.nats_pull_consume(nc, k)), "nats-py, hand pull"),

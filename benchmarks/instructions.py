@@ -180,6 +180,7 @@ def _amqp10(side: str, n: int, ctx: dict[str, Any]) -> None:
 
     import amqp10_bench as ab
     import cpu_ackbridge_sides as sides
+    import cpu_raw_proton_asyncio as raw_proton_asyncio
     address = ctx["address"]
     url = f"amqp10://guest:guest@{ab.HOST}:{ab.PORT}"
     {"raw_send": lambda: ab.raw_send(address, n, BODY),
@@ -187,6 +188,7 @@ def _amqp10(side: str, n: int, ctx: dict[str, Any]) -> None:
      "ab_send": lambda: ab.ab_send(address, n, BODY, 65536),
      "ab_send_1000": lambda: ab.ab_send(address, n, BODY, 1000),
      "raw_receive": lambda: ab.raw_receive(address, n, 200),
+     "raw_receive_asyncio": lambda: asyncio.run(raw_proton_asyncio.receive(address, n, 200)),
      "ab_receive": lambda: ab.ab_receive(address, n, 200),
      "ab_receive_handler": lambda: ab.ab_receive_handler(address, n, 200)}[side]()
 
@@ -207,7 +209,21 @@ def _nats(side: str, n: int, ctx: dict[str, Any]) -> None:
         finally:
             await nc.close()
 
+    def raw_consume_on_thread() -> None:
+        import threading
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, daemon=True)
+        thread.start()
+        nc = asyncio.run_coroutine_threadsafe(nats.connect(nb.URL), loop).result()
+        try:
+            raw.nats_pull_drain_on_thread(loop, nc, subject, n)
+        finally:
+            asyncio.run_coroutine_threadsafe(nc.close(), loop).result()
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+
     {"raw_consume": lambda: asyncio.run(raw_consume()),
+     "raw_consume_on_thread": raw_consume_on_thread,
      "ab_consume": lambda: ab.consume(nb.URL, subject, n, nb.PREFETCH),
      "ab_consume_async": lambda: asyncio.run(ab.consume_async(nb.URL, subject, n, nb.PREFETCH))}[side]()
 
@@ -319,8 +335,10 @@ ROWS = [
     Row("amqp10", "send, window 1000", "raw_send", "ab_send_1000", _amqp10_empty),
     Row("amqp10", "receive, handler", "raw_receive", "ab_receive_handler", _amqp10_fill),
     Row("amqp10", "receive, get()", "raw_receive", "ab_receive", _amqp10_fill),
-    Row("amqp10", "receive, asyncio", "raw_receive", "ab_receive_async", _amqp10_fill),
-    Row("nats", "consume + ack, get() (sync)", "raw_consume", "ab_consume", _nats_fill),
+    Row("amqp10", "receive, asyncio", "raw_receive_asyncio", "ab_receive_async", _amqp10_fill),
+    Row("amqp10", "receive, asyncio (raw on one thread)", "raw_receive", "ab_receive_async", _amqp10_fill),
+    Row("nats", "consume + ack, get() (sync)", "raw_consume_on_thread", "ab_consume", _nats_fill),
+    Row("nats", "consume + ack, get() (sync, raw on one thread)", "raw_consume", "ab_consume", _nats_fill),
     Row("nats", "consume + ack, get() (asyncio)", "raw_consume", "ab_consume_async", _nats_fill),
     Row("streams", "publish + confirms", "raw_publish", "ab_publish", _streams_new),
     Row("streams", "publish + confirms, asyncio", "raw_publish", "ab_publish_async", _streams_new),

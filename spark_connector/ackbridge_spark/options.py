@@ -30,6 +30,7 @@ OWN_OPTIONS = (
     "url", "queue", "topic", "address", "subscribe", "username", "password", "prefetch", "maxRecordsPerBatch",
     "writeAheadPath", "writeAheadFileMode", "settleOnPlan", "availableNowIdleMs", "dedupeReplayed",
     "failOnDataLoss", "parallelism", "confirmTimeout", "window", "messageIdPrefix", "fetch", "maxPartitionBytes",
+    "localFiles",
 )
 # Test-only faults (``testSeverAfterBatches``...) are no user option: see ackbridge_spark.fault_seam.
 _OWN = {name.lower() for name in OWN_OPTIONS}
@@ -129,6 +130,9 @@ class ConnectorOptions:
     #: Batch files are fsynced (file and directory) before Spark may plan on them. False only for
     #: the parallel readers' private temporary directory, which no restarted query reads.
     write_ahead_durable: bool = True
+    #: Batches of 1 MiB or more go to their tasks as files once the tasks are seen running in the
+    #: runner's JVM (local mode: :mod:`ackbridge_spark.push.local_files`).
+    local_files: bool = True
     #: Everything else, passed to ``ackbridge.connect`` (plugin options such as ``lease_timeout``).
     passthrough: Mapping[str, str] = field(repr=False, default_factory=dict)
 
@@ -212,6 +216,7 @@ def parse(options: Mapping[str, str], *, check_plugin: bool = True) -> Connector
         fail_on_data_loss=_bool(opts, "failondataloss", False),
         parallelism=_int(opts, "parallelism", 1),
         max_partition_bytes=_int(opts, "maxpartitionbytes", DEFAULT_PARTITION_BYTES, minimum=1024),
+        local_files=_bool(opts, "localfiles", True),
         passthrough=passthrough,
     )
     if check_plugin:

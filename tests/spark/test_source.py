@@ -62,7 +62,10 @@ def stream(spark: Any, broker: Broker, queue: str, url: str | None = None, **opt
 
 
 def source_stats(query: Any) -> dict[str, Any]:
-    progress = query.lastProgress
+    return _offset_stats(query.lastProgress)
+
+
+def _offset_stats(progress: dict[str, Any] | None) -> dict[str, Any]:
     if not progress or not progress.get("sources"):
         return {}
     latest = progress["sources"][0].get("latestOffset")
@@ -217,6 +220,46 @@ def test_a_batch_over_max_partition_bytes_is_read_as_several_tasks(spark: Any, b
     assert max(tasks) > 1, tasks
     assert sorted(seen.ids) == sorted(confirmed)
     eventually(lambda: broker.counts(queue) == (0, 0), 30, message="everything settled")
+
+
+def test_large_batches_go_to_local_tasks_as_files_and_every_row_arrives_once(spark: Any, broker: Broker,
+                                                                              tmp_path: Path) -> None:
+    """Local mode: the first large batch travels in its tasks and carries the probe; its task
+    runs in the runner's JVM and leaves the mark; later batches of 1 MiB or more go as files
+    (push/local_files.py), deleted on commit, their directory when the query stops."""
+    import tempfile
+
+    import ackbridge
+    from ackbridge_spark.push.local_files import MARK, MIN_FILE_BYTES
+
+    queue = broker.new_queue()
+    per_batch, n = 60, 240
+    body = b"z" * (MIN_FILE_BYTES // per_batch + 2048)  # each full batch just over MIN_FILE_BYTES
+    ids = [f"f-{i}" for i in range(n)]
+    with ackbridge.connect(broker.url()) as producer:
+        confirms = [producer.publish(queue, mid.encode() + body, message_id=mid) for mid in ids]
+        assert producer.flush(timeout=60)
+    assert all(c.result().confirmed for c in confirms)
+    before = set(Path(tempfile.gettempdir()).glob("ackbridge-spark-*"))
+    seen, marked = Collector(), set()
+
+    def collected(df: Any, batch_id: int) -> None:
+        seen(df, batch_id)
+        marked.update(d for d in set(Path(tempfile.gettempdir()).glob("ackbridge-spark-*")) - before
+                      if (d / MARK).exists())
+
+    query = (stream(spark, broker, queue, maxRecordsPerBatch=str(per_batch), availableNowIdleMs="500")
+             .writeStream.foreachBatch(collected).option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(availableNow=True).start())
+    assert query.awaitTermination(180), "AvailableNow query did not stop"
+    assert query.exception() is None
+    as_files = max(_offset_stats(p).get("batches_as_files", 0) for p in query.recentProgress)
+    assert as_files >= 2, as_files  # 4 full batches: the first carried the probe, the rest went as files
+    assert sorted(seen.ids) == sorted(ids)  # every row once
+    assert all(r["message_id"] for r in seen.rows)
+    eventually(lambda: broker.counts(queue) == (0, 0), 30, message="everything settled")
+    assert marked, "no task left the mark in the runner's directory"
+    eventually(lambda: not any(d.exists() for d in marked), 30, message="the runner's directory removed at stop")
 
 
 def test_spark_committed_label_reaches_producer(spark: Any, broker: Broker, tmp_path: Path) -> None:

@@ -12,25 +12,29 @@ from collections.abc import Iterator
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
+from ackbridge_spark.push.local_files import Probe, mark_if_local
 from ackbridge_spark.schema import ARROW_SCHEMA, from_ipc, to_ipc
 
 
 class AckbridgePartition(InputPartition):
     """One micro-batch's rows: Arrow IPC bytes, or the path of a write-ahead file
-    (with *rows*, only the row range ``[start, stop)`` of it)."""
+    (with *rows*, only the row range ``[start, stop)`` of it). Rows in the task may
+    carry the runner's *probe* (:mod:`ackbridge_spark.push.local_files`)."""
 
     def __init__(self, ipc: bytes | None = None, path: str | None = None,
-                 rows: tuple[int, int] | None = None) -> None:
+                 rows: tuple[int, int] | None = None, probe: Probe | None = None) -> None:
         super().__init__(path or len(ipc or b""))
         self.ipc = ipc
         self.path = path
         self.rows = rows
+        self.probe = probe
 
     def __repr__(self) -> str:
         return f"AckbridgePartition(path={self.path!r}, bytes={len(self.ipc or b'')}, rows={self.rows})"
 
 
-def in_task_partitions(batch: pa.RecordBatch, max_bytes: int) -> list[AckbridgePartition]:
+def in_task_partitions(batch: pa.RecordBatch, max_bytes: int,
+                       probe: Probe | None = None) -> list[AckbridgePartition]:
     """*batch* as partitions whose rows travel inside their tasks, each about *max_bytes* at most.
 
     Every task's bytes are pickled on the driver, sent over Spark's RPC (a task may
@@ -43,9 +47,9 @@ def in_task_partitions(batch: pa.RecordBatch, max_bytes: int) -> list[AckbridgeP
     """
     parts = min(batch.num_rows, -(-batch.nbytes // max_bytes)) if batch.num_rows else 1
     if parts <= 1:
-        return [AckbridgePartition(ipc=to_ipc(batch))]
+        return [AckbridgePartition(ipc=to_ipc(batch), probe=probe)]
     rows = -(-batch.num_rows // parts)
-    return [AckbridgePartition(ipc=to_ipc(batch.slice(start, rows)))
+    return [AckbridgePartition(ipc=to_ipc(batch.slice(start, rows)), probe=probe)
             for start in range(0, batch.num_rows, rows)]
 
 
@@ -62,6 +66,8 @@ def read_partition(partition: InputPartition) -> Iterator[pa.RecordBatch]:
     instead of one message per planned batch (~100 MB at 25,000 bodies of 4 KiB).
     """
     assert isinstance(partition, AckbridgePartition)
+    if partition.probe is not None:
+        mark_if_local(partition.probe)
     if partition.path is not None:
         batches = from_ipc(pa.memory_map(partition.path))
     else:

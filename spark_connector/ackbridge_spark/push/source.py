@@ -45,9 +45,11 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from ackbridge.errors import ConnectionLostError, DataLossError
+from ackbridge.transport.files import PRIVATE_FILE
 from ackbridge_spark import fault_seam
 from ackbridge_spark.atomic_files import write_atomically
 from ackbridge_spark.options import ConnectorOptions
+from ackbridge_spark.push.local_files import LocalFiles
 from ackbridge_spark.push.loss import LossWatch
 from ackbridge_spark.push.partition import AckbridgePartition, in_task_partitions, read_partition
 from ackbridge_spark.push.settlement import Settlement
@@ -100,7 +102,9 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], DataSourceStrea
         self._high = 0
         self._available_now = False
         self._batches_planned = 0
-        self._counters = {"reconnects": 0, "dropped_stale": 0, "data_loss": 0}
+        self._counters = {"reconnects": 0, "dropped_stale": 0, "data_loss": 0, "batches_as_files": 0}
+        #: Batch files for tasks in this JVM (local mode); durable write-ahead files come first.
+        self._files = LocalFiles(self._opts.local_files and not self._opts.write_ahead_path)
 
     @property
     def stats(self) -> dict[str, int]:
@@ -216,6 +220,7 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], DataSourceStrea
             # commits/N is on disk before latestOffset(start=end_N) is called.
             self._settlement.settle_through(s)
         remove_through(self._opts.write_ahead_path, s)
+        self._files.committed(s)
         try:
             self._pull()
             self._drop_stale()
@@ -295,7 +300,12 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], DataSourceStrea
         if wal is not None:
             write_atomically(wal, batch, self._opts.write_ahead_file_mode, durable=self._opts.write_ahead_durable)
             return [AckbridgePartition(path=wal)]
-        return in_task_partitions(batch, self._opts.max_partition_bytes)
+        local = self._files.file_for(s, e, batch.nbytes)
+        if local is not None:
+            write_atomically(local, batch, PRIVATE_FILE, durable=False)
+            self._counters["batches_as_files"] += 1
+            return [AckbridgePartition(path=local)]
+        return in_task_partitions(batch, self._opts.max_partition_bytes, self._files.probe())
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition)
@@ -307,6 +317,7 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], DataSourceStrea
             return
         self._settlement.settle_through(e)
         remove_through(self._opts.write_ahead_path, e)
+        self._files.committed(e)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         # Shown as sources[0].latestOffset in lastProgress: counters, no secrets.
@@ -317,6 +328,7 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], DataSourceStrea
         # Undecided deliveries (uncommitted batches) return to the broker on close.
         conn, self._conn, self._consumers = self._conn, None, {}
         self._settlement.detach()
+        self._files.close()
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()

@@ -126,6 +126,7 @@ def test_driver_sigkill_mid_batch_then_restart_loses_nothing(nats: HarnessBroker
     ({"fetch": "executors", "prefetch": "10"}, "'prefetch' does not apply to fetch=executors"),
     ({"fetch": "executors", "parallelism": "2"}, "use minPartitions"),
     ({"fetch": "executors", "maxPartitionBytes": "4096"}, "'maxPartitionBytes' does not apply to fetch=executors"),
+    ({"fetch": "executors", "localFiles": "false"}, "'localFiles' does not apply to fetch=executors"),
     ({"fetch": "executors", "minPartitions": "0"}, "'minPartitions' must be >= 1"),
     ({"fetch": "executors", "ack_wiat": "5"}, "did you mean 'ack_wait'"),
     ({"fetchIdleMs": "100"}, "is for fetch=executors"),

@@ -100,3 +100,27 @@ def test_local_files_option_is_a_boolean() -> None:
     assert parse({**base, "localFiles": "false"}, check_plugin=False).local_files is False
     with pytest.raises(InvalidOptionError, match="localFiles"):
         parse({**base, "localFiles": "sometimes"}, check_plugin=False)
+
+
+def test_a_killed_runners_directory_is_removed_by_the_next_runner(in_spark_jvm: str, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+    import sys
+    import tempfile
+
+    lf = _local_files()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    dead = tmp_path / f"{lf.PREFIX}{int(gone.stdout)}-abc123"
+    alive = tmp_path / f"{lf.PREFIX}{os.getpid()}-def456"
+    stranger = tmp_path / f"{lf.PREFIX}notapid-x"
+    for folder in (dead, alive, stranger):
+        folder.mkdir()
+        (folder / "batch-1-2.arrow").write_bytes(b"rows")
+    files = lf.LocalFiles(enabled=True)
+    probe = files.probe()
+    assert probe is not None and Path(probe[0]).parent == tmp_path
+    assert not dead.exists()  # its runner's pid is gone
+    assert alive.exists() and stranger.exists()  # a live runner's, and one not named by a pid
+    files.close()

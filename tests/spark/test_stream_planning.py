@@ -142,6 +142,7 @@ def test_starting_offsets_per_partition() -> None:
     ({"parallelism": "2"}, "'parallelism' does not apply to the stream source.*minPartitions"),
     ({"writeAheadPath": "/tmp/x"}, "'writeAheadPath' does not apply"),
     ({"maxPartitionBytes": "4096"}, "'maxPartitionBytes' does not apply"),
+    ({"localFiles": "false"}, "'localFiles' does not apply"),
     ({"startingOffsets": "soon"}, "'startingOffsets' must be"),
     ({"failOnDataLoss": "maybe"}, "'failOnDataLoss' must be true or false"),
     ({"subscribe": "a,,b"}, "empty name"),

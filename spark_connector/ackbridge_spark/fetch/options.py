@@ -38,6 +38,7 @@ NOT_FOR_FETCH = {
     "dedupeReplayed": "a retried or replayed task reads its part's rows back from its file",
     "failOnDataLoss": "loss detection (ackbridge-seq gaps) runs in the driver-side source only",
     "maxPartitionBytes": "each fetch task writes its rows to a file; no rows travel inside a task",
+    "localFiles": "each fetch task writes its rows to a file; no batch is handed to its tasks",
 }
 #: Row offsets are batch << 32 | task << 22 | row: limits on tasks and rows per task.
 MAX_TASKS = 1 << 10

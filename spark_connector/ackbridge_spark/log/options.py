@@ -47,6 +47,7 @@ NOT_FOR_LOGS = {
     "window": "a sink option",
     "messageIdPrefix": "a sink option",
     "maxPartitionBytes": "executors read ranges; no rows travel inside a task",
+    "localFiles": "executors read ranges; no batch is handed to its tasks",
 }
 _DESTINATION_KEYS = ("queue", "topic", "address", "subscribe")
 _SPARK = {"checkpointlocation", "queryname", "outputmode", "path", "trigger", "mergeschema"}

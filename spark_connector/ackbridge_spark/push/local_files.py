@@ -20,8 +20,9 @@ the runner first finds out where its tasks run:
 The files are not fsynced: no restarted query reads them (a new runner makes a new
 directory; what an old one planned and Spark never committed was never settled, so
 the broker redelivers it). A file is deleted when its batch commits, the directory when
-the reader stops. ``writeAheadPath`` (durable files, replayed after a restart) comes
-first; the option ``localFiles=false`` keeps every batch in its tasks.
+the reader stops, or, when the runner was killed, by the next runner that makes one.
+``writeAheadPath`` (durable files, replayed after a restart) comes first; the option
+``localFiles=false`` keeps every batch in its tasks.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ log = logging.getLogger("ackbridge.spark")
 MIN_FILE_BYTES = 1 << 20
 #: Left in the runner's directory by a task that ran in the runner's JVM.
 MARK = "tasks-run-here"
+
+#: The runner's directory is named PREFIX + its pid + "-" + a random part.
+PREFIX = "ackbridge-spark-files-"
 
 #: (the runner's directory, its host key): what an in-task partition carries to its task.
 Probe = tuple[str, str]
@@ -62,6 +66,27 @@ def mark_if_local(probe: Probe) -> None:
         os.close(os.open(os.path.join(directory, MARK), os.O_CREAT | os.O_WRONLY, 0o600))
 
 
+def remove_abandoned(parent: str | None = None) -> None:
+    """Remove the directories of runners that died without stopping (a killed driver):
+    theirs is a pid no process has any more. Batches in them were never committed, so
+    never settled: the broker redelivers those messages, and no one reads the files."""
+    parent = parent or tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for name in os.listdir(parent):
+            if not name.startswith(PREFIX):
+                continue
+            try:
+                pid = int(name[len(PREFIX):].split("-", 1)[0])
+                os.kill(pid, 0)
+            except ValueError:
+                continue  # not one of ours
+            except ProcessLookupError:
+                log.info("ackbridge source: removing %s, left by a runner that is gone", name)
+                shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+            except PermissionError:
+                continue  # alive, another user's
+
+
 class LocalFiles:
     """The runner's side: its private directory, whether its tasks were seen running in
     its JVM, and the file (if any) a planned batch goes into."""
@@ -77,7 +102,9 @@ class LocalFiles:
         if self._key is None or self.tasks_local:
             return None
         if self.directory is None:
-            self.directory = tempfile.mkdtemp(prefix="ackbridge-spark-")  # 0700: it will hold message bodies
+            remove_abandoned()
+            # 0700: it will hold message bodies. The pid in the name lets a later runner remove it.
+            self.directory = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
         return self.directory, self._key
 
     def file_for(self, s: int, e: int, nbytes: int) -> str | None:

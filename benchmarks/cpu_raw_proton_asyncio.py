@@ -4,11 +4,14 @@ proton's reactor runs on a thread of its own (it has no asyncio integration), so
 asyncio program that receives with it hands each delivery to its loop and each accept
 back to the container. This is the cheapest correct way a user would write that:
 
-* the container thread appends each delivery to a list and wakes the loop only when
-  the list was empty (``call_soon_threadsafe`` per message writes the loop's self-pipe
-  each time);
-* the coroutine takes the run, "handles" each delivery and queues its accept, waking
-  the container through an ``EventInjector`` only when the accept list was empty;
+* the container thread keeps each delivery and hands the loop its number and body,
+  waking the loop only when nothing was waiting already (``call_soon_threadsafe`` per
+  message writes the loop's self-pipe each time). Proton objects never leave the
+  container thread: proton is not thread-safe, and a wrapper released on the loop's
+  thread frees C memory there (a first version handing over ``Delivery`` objects died
+  in ``cproton_ffi`` with a general protection fault);
+* the coroutine takes the run, "handles" each body and queues its number to accept,
+  waking the container through an ``EventInjector`` only when the accept list was empty;
 * the container accepts and settles a run per wake-up; credit is proton's
   ``MessagingHandler(prefetch=...)`` flow controller, as in the one-thread raw side.
 
@@ -40,8 +43,9 @@ class _HandOff(MessagingHandler):  # type: ignore[misc]
         self.loop, self.arrived = loop, arrived
         self.injector = EventInjector()
         self.lock = threading.Lock()
-        self.deliveries: list[Any] = []  # received, not yet taken by the coroutine
-        self.accepts: list[Any] = []  # handled by the coroutine, not yet accepted
+        self.unsettled: dict[int, Any] = {}  # number -> Delivery, touched on the container thread only
+        self.handed: list[tuple[int, bytes]] = []  # (number, body) received, not yet taken by the coroutine
+        self.accepts: list[int] = []  # numbers handled by the coroutine, not yet accepted
         self.received = self.accepted = 0
         self.receiver: Any = None
 
@@ -55,16 +59,18 @@ class _HandOff(MessagingHandler):  # type: ignore[misc]
         self.received += 1
         if self.received == 1:
             CLOCK.perf_counter()
+        number = self.received
+        self.unsettled[number] = event.delivery
         with self.lock:
-            self.deliveries.append(event.delivery)
-            first = len(self.deliveries) == 1
+            self.handed.append((number, event.message.body))
+            first = len(self.handed) == 1
         if first:
             self.loop.call_soon_threadsafe(self.arrived.set)
 
-    def accept(self, delivery: Any) -> None:
+    def accept(self, number: int) -> None:
         """From the loop's thread."""
         with self.lock:
-            self.accepts.append(delivery)
+            self.accepts.append(number)
             first = len(self.accepts) == 1
         if first:
             self.injector.trigger(ApplicationEvent(ACCEPT_EVENT))
@@ -73,7 +79,8 @@ class _HandOff(MessagingHandler):  # type: ignore[misc]
         with self.lock:
             run = self.accepts[:]
             self.accepts.clear()
-        for delivery in run:
+        for number in run:
+            delivery = self.unsettled.pop(number)
             delivery.update(Delivery.ACCEPTED)
             delivery.settle()
         self.accepted += len(run)
@@ -84,10 +91,10 @@ class _HandOff(MessagingHandler):  # type: ignore[misc]
             self.receiver.connection.close()
             self.injector.close()  # the container's run() returns once nothing is left open
 
-    def take(self) -> list[Any]:
+    def take(self) -> list[tuple[int, bytes]]:
         with self.lock:
-            run = self.deliveries[:]
-            self.deliveries.clear()
+            run = self.handed[:]
+            self.handed.clear()
         return run
 
 
@@ -102,8 +109,9 @@ async def receive(address: str, count: int, prefetch: int) -> None:
     while taken < count:
         await asyncio.wait_for(arrived.wait(), 60)
         arrived.clear()
-        for delivery in handler.take():
-            handler.accept(delivery)
+        for number, body in handler.take():
+            assert body  # the work: the body is read
+            handler.accept(number)
             taken += 1
     await asyncio.to_thread(thread.join, 60)
     assert not thread.is_alive(), "the container did not stop"

@@ -57,3 +57,41 @@ def sink_write(spark: Any, tmp_path: Path) -> None:
         assert bodies == {f"row-{i}" for i in range(300)}
     finally:
         broker.close()
+
+
+def large_batches_one_reader(spark: Any, tmp_path: Path) -> dict[str, Any]:
+    """Batches over local_files.MIN_FILE_BYTES from one reader into Parquet: every id once, the
+    queue settled; returns the source's last progress counters."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from ackbridge_spark.push.local_files import MIN_FILE_BYTES
+
+    broker = LocalBroker(tmp_path)
+    try:
+        queue = broker.new_queue()
+        per_batch, n = 60, 240
+        body = b"z" * (MIN_FILE_BYTES // per_batch + 2048)
+        ids = {f"big-{i}" for i in range(n)}
+        with ackbridge.connect(broker.url()) as producer:
+            for mid in sorted(ids):
+                producer.publish(queue, mid.encode() + body, message_id=mid)
+            assert producer.flush(timeout=60)
+        table = tmp_path / "table"
+        query = (spark.readStream.format("ackbridge").option("url", broker.url()).option("queue", queue)
+                 .option("maxRecordsPerBatch", str(per_batch)).load()
+                 .select("message_id").writeStream.format("parquet").option("path", str(table))
+                 .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="0.5 seconds").start())
+        try:
+            eventually(lambda: broker.counts(queue) == (0, 0), 180, message="drained and settled after commit")
+            time.sleep(0.5)
+            progress = [p for p in query.recentProgress if p.get("sources")]
+        finally:
+            query.stop()
+        rows = [r for f in sorted(table.glob("*.parquet")) for r in pq.read_table(f).to_pylist()]
+        assert sorted(r["message_id"] for r in rows) == sorted(ids)  # every id once
+        latest = progress[-1]["sources"][0]["latestOffset"]
+        return dict(json.loads(latest) if isinstance(latest, str) else latest)
+    finally:
+        broker.close()

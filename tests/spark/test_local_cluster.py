@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .cluster_modes import sink_write, source_two_queues_two_readers
+from .cluster_modes import large_batches_one_reader, sink_write, source_two_queues_two_readers
 from .helpers import make_spark
 from .stream_helpers import two_streams_into_parquet
 
@@ -27,6 +27,13 @@ def spark() -> Iterator[Any]:
 def test_source_on_local_cluster(spark: Any, tmp_path: Path) -> None:
     assert spark.sparkContext.master.startswith("local-cluster")
     source_two_queues_two_readers(spark, tmp_path)
+
+
+def test_large_batches_stay_in_their_tasks_on_a_cluster(spark: Any, tmp_path: Path) -> None:
+    """Executors are other JVMs here: no task leaves the mark, so no batch goes as a local
+    file (ackbridge_spark/push/local_files.py), however large."""
+    stats = large_batches_one_reader(spark, tmp_path)
+    assert stats["batches_as_files"] == 0, stats
 
 
 def test_sink_on_local_cluster(spark: Any, tmp_path: Path) -> None:

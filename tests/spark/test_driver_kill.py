@@ -62,3 +62,64 @@ def test_driver_sigkilled_mid_batch(cell: None, fault_broker: Broker, tmp_path: 
                      redelivered=sum(bool(r) for t in tables for r in t["redelivered"]))
     assert row["LOST"] == 0 and row["UNEXPECTED"] == 0
     eventually(lambda: broker.counts(queue) == (0, 0), 60, message="queue drained and settled")
+
+
+def test_driver_sigkilled_while_batches_go_as_local_files(tmp_path: Path) -> None:
+    """Batches over 1 MiB in local mode go to their tasks as files (push/local_files.py). A
+    driver killed inside such a batch loses nothing, and the next runner removes the killed
+    runner's directory (message bodies) from the temporary folder."""
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    import ackbridge
+    from ackbridge_spark.push.local_files import MARK, MIN_FILE_BYTES, PREFIX
+
+    from .helpers import LocalBroker
+
+    broker = LocalBroker(tmp_path)
+    try:
+        queue = broker.new_queue()
+        batch, n = 40, 200
+        body = b"k" * (MIN_FILE_BYTES // batch + 2048)
+        ids = [f"m-{i}" for i in range(n)]
+        with ackbridge.connect(broker.url()) as producer:
+            for mid in ids:
+                producer.publish(queue, mid.encode() + body, message_id=mid)
+            assert producer.flush(timeout=60)
+        temp = Path(tempfile.gettempdir())
+        before = set(temp.glob(f"{PREFIX}*"))
+        (tmp_path / "out").mkdir()
+        job = run_job(broker, queue, tmp_path, block_at=3, batch=batch)
+        try:
+            eventually(lambda: (tmp_path / "blocked").exists() or job.poll() is not None, 180,
+                       message="job blocked inside batch 3")
+            assert job.poll() is None, (tmp_path / "job-3.log").read_text()[-3000:]
+            left = [d for d in set(temp.glob(f"{PREFIX}*")) - before if (d / MARK).exists()]
+            assert left, "the killed runner made no directory: no batch went as a file"
+            # The source runner is a child of pyspark's daemon, which has a process group of
+            # its own: it would outlive the job's group and clean up as it exits. Killed first
+            # (its pid is in its directory's name), it leaves the directory, as a crashed host would.
+            for runner in {int(d.name[len(PREFIX):].split("-", 1)[0]) for d in left}:
+                os.kill(runner, signal.SIGKILL)
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait(30)
+        finally:
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+        assert all(d.exists() for d in left)  # a killed runner cannot clean up
+        restart = run_job(broker, queue, tmp_path, block_at=-1, batch=batch)
+        try:
+            assert restart.wait(400) == 0, (tmp_path / "job--1.log").read_text()[-3000:]
+        finally:
+            if restart.poll() is None:
+                os.killpg(restart.pid, signal.SIGKILL)
+        tables = [pq.read_table(p).to_pydict() for p in sorted((tmp_path / "out").glob("*.parquet"))]
+        delivered = [m for t in tables for m in t["message_id"]]
+        row = scoreboard(broker.name, "driver SIGKILL inside a batch sent as a local file", ids, delivered,
+                         redelivered=sum(bool(r) for t in tables for r in t["redelivered"]))
+        assert row["LOST"] == 0 and row["UNEXPECTED"] == 0
+        eventually(lambda: broker.counts(queue) == (0, 0), 60, message="queue drained and settled")
+        assert not any(d.exists() for d in left), "the killed runner's directory is still there"
+    finally:
+        broker.close()

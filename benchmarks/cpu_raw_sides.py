@@ -81,40 +81,56 @@ async def nats_pull_consume(nc: Client, m: int, expires: float = 1.0) -> None:
     await nc.jsm().delete_stream(stream_name(subject))
 
 
+class _HandPull:
+    """Pull requests published by hand on a subscribed inbox, as plugins/ackbridge-nats
+    (receiving.py) pulls: more credit asked for when half of it is used."""
+
+    def __init__(self, nc: Client, subject: str, expires: float) -> None:
+        self.nc = nc
+        self.next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream_name(subject)}.{DEFAULT_DURABLE}"
+        self.inbox = nc.new_inbox()
+        self.requested = 0
+        self.expires_ns = int(expires * 1e9)
+
+    async def top_up(self) -> None:
+        free = NATS_PREFETCH - self.requested
+        if free >= NATS_PREFETCH // 2:
+            self.requested += free
+            request = json.dumps({"batch": free, "expires": self.expires_ns}).encode()
+            await self.nc.publish(self.next_subject, request, reply=self.inbox)
+
+    async def arrived(self, msg: Any) -> bool:
+        """Count *msg* in; False for a status (the request ended with its unused credit)."""
+        if not msg.reply:
+            unused = int((msg.headers or {}).get("Nats-Pending-Messages", "0") or 0)
+            self.requested = max(0, self.requested - unused) if unused else 0
+            await self.top_up()
+            return False
+        self.requested -= 1
+        return True
+
+
 async def nats_pull_drain(nc: Client, subject: str, m: int, expires: float = 1.0) -> None:
     """Consume and +ACK *m* messages of the filled queue *subject* by hand-made pull
     requests (benchmarks/instructions.py counts this alone, the queue filled apart)."""
-    stream = stream_name(subject)
-    next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{DEFAULT_DURABLE}"
-    inbox = nc.new_inbox()
+    pull = _HandPull(nc, subject, expires)
     done = asyncio.Event()
-    state = {"got": 0, "requested": 0}
-    expires_ns = int(expires * 1e9)
-
-    async def top_up() -> None:
-        free = NATS_PREFETCH - state["requested"]
-        if free >= NATS_PREFETCH // 2:
-            state["requested"] += free
-            await nc.publish(next_subject, json.dumps({"batch": free, "expires": expires_ns}).encode(), reply=inbox)
+    state = {"got": 0}
 
     async def on_msg(msg: Any) -> None:
-        if not msg.reply:  # a status: the request ended (408) with its unused credit
-            unused = int((msg.headers or {}).get("Nats-Pending-Messages", "0") or 0)
-            state["requested"] = max(0, state["requested"] - unused) if unused else 0
-            await top_up()
+        if not await pull.arrived(msg):
             return
-        state["requested"] -= 1
         await nc.publish(msg.reply, b"+ACK")
         state["got"] += 1
         if state["got"] == m:
             CLOCK.perf_counter()
             done.set()
             return
-        await top_up()
+        await pull.top_up()
 
-    sub = await nc.subscribe(inbox, cb=on_msg)
+    sub = await nc.subscribe(pull.inbox, cb=on_msg)
     CLOCK.perf_counter()
-    await top_up()
+    await pull.top_up()
     await asyncio.wait_for(done.wait(), 120)
     await sub.unsubscribe()
 
@@ -134,30 +150,15 @@ def nats_pull_drain_on_thread(loop: asyncio.AbstractEventLoop, nc: Client, subje
     request to the last ``+ACK`` written and flushed (a PING answered), as ackbridge's
     ``consumer.flush()`` ends its side.
     """
-    stream = stream_name(subject)
-    next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{DEFAULT_DURABLE}"
-    inbox = nc.new_inbox()
+    pull = _HandPull(nc, subject, expires)
     handed: queue.SimpleQueue[str] = queue.SimpleQueue()
     acks: list[str] = []
     acks_lock = threading.Lock()
-    state = {"requested": 0}
-    expires_ns = int(expires * 1e9)
-
-    async def top_up() -> None:
-        free = NATS_PREFETCH - state["requested"]
-        if free >= NATS_PREFETCH // 2:
-            state["requested"] += free
-            await nc.publish(next_subject, json.dumps({"batch": free, "expires": expires_ns}).encode(), reply=inbox)
 
     async def on_msg(msg: Any) -> None:
-        if not msg.reply:  # a status: the request ended (408) with its unused credit
-            unused = int((msg.headers or {}).get("Nats-Pending-Messages", "0") or 0)
-            state["requested"] = max(0, state["requested"] - unused) if unused else 0
-            await top_up()
-            return
-        state["requested"] -= 1
-        handed.put(msg.reply)
-        await top_up()
+        if await pull.arrived(msg):
+            handed.put(msg.reply)
+            await pull.top_up()
 
     async def write_acks() -> None:
         with acks_lock:
@@ -170,9 +171,9 @@ def nats_pull_drain_on_thread(loop: asyncio.AbstractEventLoop, nc: Client, subje
         loop.create_task(write_acks())
 
     async def start() -> Any:
-        sub = await nc.subscribe(inbox, cb=on_msg)
+        sub = await nc.subscribe(pull.inbox, cb=on_msg)
         CLOCK.perf_counter()
-        await top_up()
+        await pull.top_up()
         return sub
 
     async def finish() -> None:

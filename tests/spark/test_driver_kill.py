@@ -28,10 +28,25 @@ def run_job(broker: Broker, queue: str, tmp: Path, block_at: int, batch: int) ->
         return subprocess.Popen(args, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=log)
 
 
+def restart_and_read(broker: Broker, queue: str, tmp: Path, batch: int) -> tuple[list[str], int]:
+    """Run the job again to the queue's end (AvailableNow); the ids in its Parquet output
+    (every run's, in order) and how many of those rows were flagged redelivered."""
+    import pyarrow.parquet as pq
+
+    restart = run_job(broker, queue, tmp, block_at=-1, batch=batch)
+    try:
+        assert restart.wait(400) == 0, (tmp / "job--1.log").read_text()[-3000:]
+    finally:
+        if restart.poll() is None:
+            os.killpg(restart.pid, signal.SIGKILL)
+    tables = [pq.read_table(p).to_pydict() for p in sorted((tmp / "out").glob("*.parquet"))]
+    return ([m for t in tables for m in t["message_id"]],
+            sum(bool(r) for t in tables for r in t["redelivered"]))
+
+
 @spark_cell("spark source", SOURCE_SIGKILL)
 @pytest.mark.parametrize("fault_broker", broker_params(SOURCE_SIGKILL), indirect=True)
 def test_driver_sigkilled_mid_batch(cell: None, fault_broker: Broker, tmp_path: Path) -> None:
-    import pyarrow.parquet as pq
 
     broker = fault_broker
     n = ids_per_cell(150)
@@ -50,16 +65,9 @@ def test_driver_sigkilled_mid_batch(cell: None, fault_broker: Broker, tmp_path: 
         if job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)
     # The killed runner's leases return to the queue (broker-side reclaim).
-    restart = run_job(broker, queue, tmp_path, block_at=-1, batch=batch)
-    try:
-        assert restart.wait(400) == 0, (tmp_path / "job--1.log").read_text()[-3000:]
-    finally:
-        if restart.poll() is None:
-            os.killpg(restart.pid, signal.SIGKILL)
-    tables = [pq.read_table(p).to_pydict() for p in sorted((tmp_path / "out").glob("*.parquet"))]
-    delivered = [m for t in tables for m in t["message_id"]]
+    delivered, redelivered = restart_and_read(broker, queue, tmp_path, batch)
     row = scoreboard(broker.name, SOURCE_SIGKILL, confirmed, delivered, attempted=[f"m-{i}" for i in range(n)],
-                     redelivered=sum(bool(r) for t in tables for r in t["redelivered"]))
+                     redelivered=redelivered)
     assert row["LOST"] == 0 and row["UNEXPECTED"] == 0
     eventually(lambda: broker.counts(queue) == (0, 0), 60, message="queue drained and settled")
 
@@ -69,8 +77,6 @@ def test_driver_sigkilled_while_batches_go_as_local_files(tmp_path: Path) -> Non
     driver killed inside such a batch loses nothing, and the next runner removes the killed
     runner's directory (message bodies) from the temporary folder."""
     import tempfile
-
-    import pyarrow.parquet as pq
 
     import ackbridge
     from ackbridge_spark.push.local_files import MARK, MIN_FILE_BYTES, PREFIX
@@ -108,16 +114,9 @@ def test_driver_sigkilled_while_batches_go_as_local_files(tmp_path: Path) -> Non
             if job.poll() is None:
                 os.killpg(job.pid, signal.SIGKILL)
         assert all(d.exists() for d in left)  # a killed runner cannot clean up
-        restart = run_job(broker, queue, tmp_path, block_at=-1, batch=batch)
-        try:
-            assert restart.wait(400) == 0, (tmp_path / "job--1.log").read_text()[-3000:]
-        finally:
-            if restart.poll() is None:
-                os.killpg(restart.pid, signal.SIGKILL)
-        tables = [pq.read_table(p).to_pydict() for p in sorted((tmp_path / "out").glob("*.parquet"))]
-        delivered = [m for t in tables for m in t["message_id"]]
+        delivered, redelivered = restart_and_read(broker, queue, tmp_path, batch)
         row = scoreboard(broker.name, "driver SIGKILL inside a batch sent as a local file", ids, delivered,
-                         redelivered=sum(bool(r) for t in tables for r in t["redelivered"]))
+                         redelivered=redelivered)
         assert row["LOST"] == 0 and row["UNEXPECTED"] == 0
         eventually(lambda: broker.counts(queue) == (0, 0), 60, message="queue drained and settled")
         assert not any(d.exists() for d in left), "the killed runner's directory is still there"

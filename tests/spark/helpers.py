@@ -445,3 +445,20 @@ def cell(request: pytest.FixtureRequest) -> Iterator[None]:
         error = (lines[0][1:].strip() if lines else "test failed")
     write_row({"broker": params.get("fault_broker", "?"), "role": role, "fault": fault.format(**params),
                "error": redact(error)[:160], "nodeid": node.nodeid})
+
+
+def runner_is_ours(directory_name: str) -> bool:
+    """Whether the source runner that made the local-files directory *directory_name*
+    (``ackbridge-spark-files-<pid>-...``: ackbridge_spark/push/local_files.py) descends from
+    this process: other xdist workers' queries make such directories too."""
+    pid = int(directory_name.split("-")[3])
+    me = os.getpid()
+    while pid > 1:
+        if pid == me:
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the parent's pid, after "(command)"
+    return False

@@ -11,7 +11,16 @@ from typing import Any
 import pytest
 
 from .cells import SOURCE_CUT, SOURCE_FAILS_ONCE
-from .helpers import Broker, broker_params, eventually, ids_per_cell, make_spark, scoreboard, spark_cell
+from .helpers import (
+    Broker,
+    broker_params,
+    eventually,
+    ids_per_cell,
+    make_spark,
+    runner_is_ours,
+    scoreboard,
+    spark_cell,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 
@@ -245,8 +254,10 @@ def test_large_batches_go_to_local_tasks_as_files_and_every_row_arrives_once(spa
 
     def collected(df: Any, batch_id: int) -> None:
         seen(df, batch_id)
-        marked.update(d for d in set(Path(tempfile.gettempdir()).glob("ackbridge-spark-*")) - before
-                      if (d / MARK).exists())
+        # Other tests' runners (other xdist workers) make directories too: this query's runner
+        # is a descendant of this process (its JVM's Python daemon), and its pid is in the name.
+        marked.update(d for d in set(Path(tempfile.gettempdir()).glob("ackbridge-spark-files-*")) - before
+                      if (d / MARK).exists() and runner_is_ours(d.name))
 
     query = (stream(spark, broker, queue, maxRecordsPerBatch=str(per_batch), availableNowIdleMs="500")
              .writeStream.foreachBatch(collected).option("checkpointLocation", str(tmp_path / "ck"))

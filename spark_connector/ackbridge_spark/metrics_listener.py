@@ -4,7 +4,7 @@ Prometheus, through :mod:`ackbridge.observability.prometheus`).
 The ackbridge source reports its counters in every progress event as the JSON of
 ``sources[i].latestOffset`` (``reportLatestOffset``): cumulative counters
 (settled, stale_refused, dropped_stale, reconnects, data_loss, labels_sent,
-replay_duplicates_acked) and levels (buffered, unsettled, seq). This listener
+replay_duplicates_acked, batches_as_files) and levels (buffered, unsettled, seq). This listener
 reads them on the driver and records:
 
 - counters ``ackbridge.spark.<counter>``: the increase since the last event
@@ -35,7 +35,7 @@ except ImportError:  # pragma: no cover - PySpark is this connector's dependency
     StreamingQueryListener = object  # type: ignore[misc,assignment]
 
 COUNTERS = ("settled", "stale_refused", "dropped_stale", "reconnects", "data_loss", "labels_sent",
-            "replay_duplicates_acked")
+            "replay_duplicates_acked", "batches_as_files")
 LEVELS = {"buffered": "buffered", "unsettled": "unsettled", "seq": "offset"}
 QUERY = "ackbridge.spark.query"
 SOURCE = "ackbridge.spark.source"

@@ -9,7 +9,8 @@ from tests.observability.conftest import Metrics
 
 def progress(settled: int, stale: int, buffered: int, rows: int) -> dict[str, object]:
     offset = {"seq": 500, "buffered": buffered, "unsettled": 7, "settled": settled, "stale_refused": stale,
-              "labels_sent": 0, "replay_duplicates_acked": 0, "reconnects": 1, "dropped_stale": 2, "data_loss": 0}
+              "labels_sent": 0, "replay_duplicates_acked": 0, "reconnects": 1, "dropped_stale": 2, "data_loss": 0,
+              "batches_as_files": 4}
     return {"id": "q-id", "name": "orders", "numInputRows": rows, "durationMs": {"triggerExecution": 250},
             "sources": [{"description": "other", "latestOffset": "{\"offset\": 3}"},
                         {"description": "ackbridge", "latestOffset": json.dumps(offset), "metrics": {}}]}
@@ -26,6 +27,7 @@ def test_progress_counters_become_metrics(metrics: Metrics) -> None:
     assert metrics.total("ackbridge.spark.stale_refused") == 3
     assert metrics.total("ackbridge.spark.dropped_stale") == 2
     assert metrics.total("ackbridge.spark.reconnects") == 1
+    assert metrics.total("ackbridge.spark.batches_as_files") == 4
     assert metrics.total("ackbridge.spark.input_rows") == 250
     assert metrics.total("ackbridge.spark.buffered", ackbridge__spark__source=1) == 10
     assert metrics.total("ackbridge.spark.unsettled") == 7

@@ -92,7 +92,6 @@ class LocalFiles:
     its JVM, and the file (if any) a planned batch goes into."""
 
     def __init__(self, enabled: bool) -> None:
-        self._enabled = enabled
         self._key = host_key() if enabled else None
         self.directory: str | None = None
         self.tasks_local = False

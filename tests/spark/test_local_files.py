@@ -124,3 +124,30 @@ def test_a_killed_runners_directory_is_removed_by_the_next_runner(in_spark_jvm: 
     assert not dead.exists()  # its runner's pid is gone
     assert alive.exists() and stranger.exists()  # a live runner's, and one not named by a pid
     files.close()
+
+
+def test_a_temporary_folder_that_fails_leaves_every_batch_in_its_tasks(
+        in_spark_jvm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import tempfile
+
+    lf = _local_files()
+    not_a_folder = tmp_path / "a-file"
+    not_a_folder.write_bytes(b"")
+    monkeypatch.setattr(tempfile, "tempdir", str(not_a_folder))
+    files = lf.LocalFiles(enabled=True)
+    with caplog.at_level("WARNING", logger="ackbridge.spark"):
+        assert files.probe() is None  # mkdtemp failed: no probe, no error for the query
+    assert "batches stay in their tasks" in caplog.text
+    assert files.probe() is None and files.file_for(0, 10, 10 * lf.MIN_FILE_BYTES) is None
+
+
+def test_giving_up_after_the_mark_removes_the_folder_and_stops_using_files(in_spark_jvm: str) -> None:
+    lf = _local_files()
+    files = lf.LocalFiles(enabled=True)
+    probe = files.probe()
+    assert probe is not None
+    lf.mark_if_local(probe)
+    assert files.file_for(0, 10, lf.MIN_FILE_BYTES) is not None
+    files.give_up(OSError(28, "No space left on device"))  # a batch file could not be written
+    assert not os.path.exists(probe[0])
+    assert files.probe() is None and files.file_for(10, 20, lf.MIN_FILE_BYTES) is None

@@ -102,8 +102,12 @@ class LocalFiles:
             return None
         if self.directory is None:
             remove_abandoned()
-            # 0700: it will hold message bodies. The pid in the name lets a later runner remove it.
-            self.directory = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
+            try:
+                # 0700: it will hold message bodies. The pid in the name lets a later runner remove it.
+                self.directory = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
+            except OSError as exc:
+                self.give_up(exc)
+                return None
         return self.directory, self._key
 
     def file_for(self, s: int, e: int, nbytes: int) -> str | None:
@@ -117,6 +121,14 @@ class LocalFiles:
             log.info("ackbridge source: tasks run in this JVM (local mode): batches of %d bytes or more go to "
                      "their tasks as files under %s", MIN_FILE_BYTES, self.directory)
         return batch_file(self.directory, s, e)
+
+    def give_up(self, error: OSError) -> None:
+        """The temporary folder failed us (full, read-only): every later batch stays in
+        its tasks, as on a cluster; the query goes on."""
+        log.warning("ackbridge source: batches stay in their tasks from now on: the temporary folder %s "
+                    "failed (%s)", tempfile.gettempdir(), error)
+        self._key = None
+        self.close()
 
     def committed(self, seq: int) -> None:
         remove_through(self.directory, seq)

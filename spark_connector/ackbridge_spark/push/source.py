@@ -302,9 +302,13 @@ class AckbridgeStreamReader(OptionsOnlyPickle[ConnectorOptions], DataSourceStrea
             return [AckbridgePartition(path=wal)]
         local = self._files.file_for(s, e, batch.nbytes)
         if local is not None:
-            write_atomically(local, batch, PRIVATE_FILE, durable=False)
-            self._counters["batches_as_files"] += 1
-            return [AckbridgePartition(path=local)]
+            try:
+                write_atomically(local, batch, PRIVATE_FILE, durable=False)
+            except OSError as exc:  # a full temporary folder: the rows still travel, in their tasks
+                self._files.give_up(exc)
+            else:
+                self._counters["batches_as_files"] += 1
+                return [AckbridgePartition(path=local)]
         return in_task_partitions(batch, self._opts.max_partition_bytes, self._files.probe())
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import RabbitBroker, eventually, make_spark, scoreboard
+from .helpers import RabbitBroker, eventually, make_spark, runner_is_ours, scoreboard
 
 pytestmark = [pytest.mark.spark, pytest.mark.rabbitmq, pytest.mark.timeout(400)]
 
@@ -64,21 +64,32 @@ def start(spark: Any, url: str, queue: str, tmp_path: Path, sink: Any, **options
 
 
 def test_two_readers_two_connections_two_partitions(spark: Any, rabbit: RabbitBroker, tmp_path: Path) -> None:
+    import tempfile
+
+    from ackbridge_spark.push.local_files import PREFIX
+
     queue = rabbit.new_queue()
     url = rabbit.cut_url()
     confirmed = rabbit.publish(queue, 400)
     seen = Batches()
+    temp = Path(tempfile.gettempdir())
+    before = set(temp.glob(f"{PREFIX}*"))
     query = start(spark, url, queue, tmp_path, seen)
     try:
         eventually(lambda: connections_through(rabbit) == 2, 60, message="two broker connections")
         eventually(lambda: set(confirmed) <= seen.unique(), 120, message="every id delivered")
         eventually(lambda: rabbit.counts(queue) == (0, 0), 60, message="settled after commit")
         assert connections_through(rabbit) == 2
+        # The readers' files: in a directory named by the runner's pid (a killed runner's is
+        # removed by the next one: push/local_files.py), removed when the query stops.
+        files = [d for d in set(temp.glob(f"{PREFIX}*")) - before if runner_is_ours(d.name)]
+        assert files and all((d / "reader-0").is_dir() for d in files), files
     finally:
         query.stop()
     print("PARTITIONS (rows, partitions) per batch:", seen.partitions)
     assert seen.partitions and all(parts >= 2 for rows, parts in seen.partitions if rows >= 2), seen.partitions
     eventually(lambda: connections_through(rabbit) == 0, 30, message="readers closed on stop")
+    eventually(lambda: not any(d.exists() for d in files), 30, message="the readers' directory removed on stop")
 
 
 def test_parallel_readers_connection_cut_loses_nothing(spark: Any, rabbit: RabbitBroker, tmp_path: Path) -> None:

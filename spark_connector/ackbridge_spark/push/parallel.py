@@ -41,6 +41,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from ackbridge.errors import AckbridgeError, DataLossError
 from ackbridge_spark.options import ConnectorOptions
+from ackbridge_spark.push.local_files import PREFIX, remove_abandoned
 from ackbridge_spark.push.partition import AckbridgePartition, read_partition
 from ackbridge_spark.reader_state import OptionsOnlyPickle
 from ackbridge_spark.runner import install_sigterm_handler
@@ -183,7 +184,10 @@ class ParallelStreamReader(OptionsOnlyPickle[ConnectorOptions], DataSourceStream
         opts = self._opts
         base = opts.write_ahead_path
         if base is None:
-            self._tmp = base = tempfile.mkdtemp(prefix="ackbridge-spark-")  # 0700: it holds message bodies
+            # 0700: it holds message bodies. Named as local_files names its own, so that the next
+            # runner removes it when this one is killed before its stop() (remove_abandoned).
+            remove_abandoned()
+            self._tmp = base = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
         shares = assign(opts.sources, self.n)
         try:
             for i in range(self.n):

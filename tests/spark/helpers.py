@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -17,7 +17,7 @@ import pytest
 
 import ackbridge
 from ackbridge.plugins import registry
-from ackbridge.testing import eventually  # noqa: F401  (re-exported for the Spark tests)
+from ackbridge.testing import eventually  # also re-exported for the Spark tests
 from ackbridge.testing.faults import transport_of
 from ackbridge.testing.proxy import FaultProxy
 from tests.scoreboard.checker import History, score
@@ -451,7 +451,9 @@ def runner_is_ours(directory_name: str) -> bool:
     """Whether the source runner that made the local-files directory *directory_name*
     (``ackbridge-spark-files-<pid>-...``: ackbridge_spark/push/local_files.py) descends from
     this process: other xdist workers' queries make such directories too."""
-    pid = int(directory_name.split("-")[3])
+    from ackbridge_spark.push.local_files import runner_pid
+
+    pid = runner_pid(directory_name) or 0
     me = os.getpid()
     while pid > 1:
         if pid == me:
@@ -462,3 +464,25 @@ def runner_is_ours(directory_name: str) -> bool:
             return False
         pid = int(stat.rsplit(")", 1)[1].split()[1])  # the parent's pid, after "(command)"
     return False
+
+
+def removed_once_its_runner_is_gone(directories: Iterable[Path]) -> None:
+    """Each runner's files directory is gone once its runner is: removed by its stop(), or,
+    when Spark killed the runner at query stop before that ran (pyspark's daemon SIGKILLs
+    a worker the JVM destroys), by the sweep the next runner makes (``remove_abandoned``)."""
+    from ackbridge_spark.push.local_files import remove_abandoned, runner_pid
+
+    for directory in directories:
+        pid = runner_pid(directory.name)
+        assert pid is not None, directory
+
+        def gone(pid: int = pid) -> bool:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            return False
+
+        eventually(gone, 60, message=f"runner {pid} ended")
+        remove_abandoned(str(directory.parent))  # what the next runner does first
+        assert not directory.exists(), f"{directory} left behind"

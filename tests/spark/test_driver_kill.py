@@ -79,7 +79,7 @@ def test_driver_sigkilled_while_batches_go_as_local_files(tmp_path: Path) -> Non
     import tempfile
 
     import ackbridge
-    from ackbridge_spark.push.local_files import MARK, MIN_FILE_BYTES, PREFIX
+    from ackbridge_spark.push.local_files import MARK, MIN_FILE_BYTES, PREFIX, runner_pid
 
     from .helpers import LocalBroker
 
@@ -106,7 +106,8 @@ def test_driver_sigkilled_while_batches_go_as_local_files(tmp_path: Path) -> Non
             # The source runner is a child of pyspark's daemon, which has a process group of
             # its own: it would outlive the job's group and clean up as it exits. Killed first
             # (its pid is in its directory's name), it leaves the directory, as a crashed host would.
-            for runner in {int(d.name[len(PREFIX):].split("-", 1)[0]) for d in left}:
+            for runner in {runner_pid(d.name) for d in left}:
+                assert runner is not None
                 os.kill(runner, signal.SIGKILL)
             os.killpg(job.pid, signal.SIGKILL)
             job.wait(30)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .helpers import RabbitBroker, eventually, make_spark, runner_is_ours, scoreboard
+from .helpers import RabbitBroker, eventually, make_spark, removed_once_its_runner_is_gone, runner_is_ours, scoreboard
 
 pytestmark = [pytest.mark.spark, pytest.mark.rabbitmq, pytest.mark.timeout(400)]
 
@@ -80,8 +80,8 @@ def test_two_readers_two_connections_two_partitions(spark: Any, rabbit: RabbitBr
         eventually(lambda: set(confirmed) <= seen.unique(), 120, message="every id delivered")
         eventually(lambda: rabbit.counts(queue) == (0, 0), 60, message="settled after commit")
         assert connections_through(rabbit) == 2
-        # The readers' files: in a directory named by the runner's pid (a killed runner's is
-        # removed by the next one: push/local_files.py), removed when the query stops.
+        # The readers' files: in a directory named by the runner's pid, so that it is removed
+        # at stop or, when Spark killed the runner first, by the next runner (push/local_files.py).
         files = [d for d in set(temp.glob(f"{PREFIX}*")) - before if runner_is_ours(d.name)]
         assert files and all((d / "reader-0").is_dir() for d in files), files
     finally:
@@ -89,7 +89,7 @@ def test_two_readers_two_connections_two_partitions(spark: Any, rabbit: RabbitBr
     print("PARTITIONS (rows, partitions) per batch:", seen.partitions)
     assert seen.partitions and all(parts >= 2 for rows, parts in seen.partitions if rows >= 2), seen.partitions
     eventually(lambda: connections_through(rabbit) == 0, 30, message="readers closed on stop")
-    eventually(lambda: not any(d.exists() for d in files), 30, message="the readers' directory removed on stop")
+    removed_once_its_runner_is_gone(files)
 
 
 def test_parallel_readers_connection_cut_loses_nothing(spark: Any, rabbit: RabbitBroker, tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from .helpers import (
     eventually,
     ids_per_cell,
     make_spark,
+    removed_once_its_runner_is_gone,
     runner_is_ours,
     scoreboard,
     spark_cell,
@@ -235,11 +236,12 @@ def test_large_batches_go_to_local_tasks_as_files_and_every_row_arrives_once(spa
                                                                               tmp_path: Path) -> None:
     """Local mode: the first large batch travels in its tasks and carries the probe; its task
     runs in the runner's JVM and leaves the mark; later batches of 1 MiB or more go as files
-    (push/local_files.py), deleted on commit, their directory when the query stops."""
+    (push/local_files.py), deleted on commit; their directory is removed at stop or, when
+    Spark killed the runner first, by the next runner's sweep."""
     import tempfile
 
     import ackbridge
-    from ackbridge_spark.push.local_files import MARK, MIN_FILE_BYTES
+    from ackbridge_spark.push.local_files import MARK, MIN_FILE_BYTES, PREFIX
 
     queue = broker.new_queue()
     per_batch, n = 60, 240
@@ -249,14 +251,14 @@ def test_large_batches_go_to_local_tasks_as_files_and_every_row_arrives_once(spa
         confirms = [producer.publish(queue, mid.encode() + body, message_id=mid) for mid in ids]
         assert producer.flush(timeout=60)
     assert all(c.result().confirmed for c in confirms)
-    before = set(Path(tempfile.gettempdir()).glob("ackbridge-spark-*"))
+    before = set(Path(tempfile.gettempdir()).glob(f"{PREFIX}*"))
     seen, marked = Collector(), set()
 
     def collected(df: Any, batch_id: int) -> None:
         seen(df, batch_id)
         # Other tests' runners (other xdist workers) make directories too: this query's runner
         # is a descendant of this process (its JVM's Python daemon), and its pid is in the name.
-        marked.update(d for d in set(Path(tempfile.gettempdir()).glob("ackbridge-spark-files-*")) - before
+        marked.update(d for d in set(Path(tempfile.gettempdir()).glob(f"{PREFIX}*")) - before
                       if (d / MARK).exists() and runner_is_ours(d.name))
 
     query = (stream(spark, broker, queue, maxRecordsPerBatch=str(per_batch), availableNowIdleMs="500")
@@ -270,7 +272,7 @@ def test_large_batches_go_to_local_tasks_as_files_and_every_row_arrives_once(spa
     assert all(r["message_id"] for r in seen.rows)
     eventually(lambda: broker.counts(queue) == (0, 0), 30, message="everything settled")
     assert marked, "no task left the mark in the runner's directory"
-    eventually(lambda: not any(d.exists() for d in marked), 30, message="the runner's directory removed at stop")
+    removed_once_its_runner_is_gone(marked)
 
 
 def test_spark_committed_label_reaches_producer(spark: Any, broker: Broker, tmp_path: Path) -> None:

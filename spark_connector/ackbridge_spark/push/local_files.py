@@ -20,7 +20,9 @@ the runner first finds out where its tasks run:
 The files are not fsynced: no restarted query reads them (a new runner makes a new
 directory; what an old one planned and Spark never committed was never settled, so
 the broker redelivers it). A file is deleted when its batch commits, the directory when
-the reader stops, or, when the runner was killed, by the next runner that makes one.
+the reader stops, or, when the runner was killed first (a driver killed, or Spark
+killing it at ``query.stop()``: pyspark's daemon SIGKILLs a worker the JVM destroys),
+by the next runner that makes one.
 ``writeAheadPath`` (durable files, replayed after a restart) comes first; the option
 ``localFiles=false`` keeps every batch in its tasks.
 """
@@ -66,6 +68,23 @@ def mark_if_local(probe: Probe) -> None:
         os.close(os.open(os.path.join(directory, MARK), os.O_CREAT | os.O_WRONLY, 0o600))
 
 
+def runner_pid(name: str) -> int | None:
+    """The pid of the runner that made the directory *name* (None: not a runner's directory)."""
+    if not name.startswith(PREFIX):
+        return None
+    try:
+        return int(name[len(PREFIX):].split("-", 1)[0])
+    except ValueError:
+        return None
+
+
+def runner_directory() -> str:
+    """A new private directory for this runner's batch files (0700: they hold message
+    bodies), named by its pid; first, those of runners that are gone are removed."""
+    remove_abandoned()
+    return tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
+
+
 def remove_abandoned(parent: str | None = None) -> None:
     """Remove the directories of runners that died without stopping (a killed driver):
     theirs is a pid no process has any more. Batches in them were never committed, so
@@ -73,13 +92,11 @@ def remove_abandoned(parent: str | None = None) -> None:
     parent = parent or tempfile.gettempdir()
     with contextlib.suppress(OSError):
         for name in os.listdir(parent):
-            if not name.startswith(PREFIX):
+            pid = runner_pid(name)
+            if pid is None:
                 continue
             try:
-                pid = int(name[len(PREFIX):].split("-", 1)[0])
                 os.kill(pid, 0)
-            except ValueError:
-                continue  # not one of ours
             except ProcessLookupError:
                 log.info("ackbridge source: removing %s, left by a runner that is gone", name)
                 shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
@@ -101,10 +118,8 @@ class LocalFiles:
         if self._key is None or self.tasks_local:
             return None
         if self.directory is None:
-            remove_abandoned()
             try:
-                # 0700: it will hold message bodies. The pid in the name lets a later runner remove it.
-                self.directory = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
+                self.directory = runner_directory()
             except OSError as exc:
                 self.give_up(exc)
                 return None

@@ -31,7 +31,6 @@ import pickle
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -41,7 +40,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from ackbridge.errors import AckbridgeError, DataLossError
 from ackbridge_spark.options import ConnectorOptions
-from ackbridge_spark.push.local_files import PREFIX, remove_abandoned
+from ackbridge_spark.push.local_files import runner_directory
 from ackbridge_spark.push.partition import AckbridgePartition, read_partition
 from ackbridge_spark.reader_state import OptionsOnlyPickle
 from ackbridge_spark.runner import install_sigterm_handler
@@ -184,10 +183,8 @@ class ParallelStreamReader(OptionsOnlyPickle[ConnectorOptions], DataSourceStream
         opts = self._opts
         base = opts.write_ahead_path
         if base is None:
-            # 0700: it holds message bodies. Named as local_files names its own, so that the next
-            # runner removes it when this one is killed before its stop() (remove_abandoned).
-            remove_abandoned()
-            self._tmp = base = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
+            # Named by this runner's pid, so the next runner removes it if this one is killed.
+            self._tmp = base = runner_directory()
         shares = assign(opts.sources, self.n)
         try:
             for i in range(self.n):

@@ -103,7 +103,7 @@ class OnlineConsumer(threading.Thread):
                     try:
                         delivery.ack()
                     except StaleDeliveryError:
-                        pass  # its connection ended: the broker delivers it again
+                        h.stale_acks[message_id] += 1  # its connection ended: the broker delivers it again
             except AckbridgeError as exc:
                 print(f"  consumer: {type(exc).__name__}: {redact(str(exc))[:100]}; reconnecting", flush=True)
                 time.sleep(0.5)  # back-off before the next connect, not a wait for state

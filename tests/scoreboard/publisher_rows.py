@@ -26,6 +26,10 @@ class PubHistory:
     delivered_at: dict[str, float] = field(default_factory=dict)
     #: Copies the consumer's dedupe window acked without handing them out.
     dropped_copies: int = 0
+    #: Per id, acks the application was told failed (StaleDeliveryError: the connection ended
+    #: before the ack was written, so the broker never had it). The delivery that follows each is
+    #: the message again, owed to the application under at-least-once: not a copy.
+    stale_acks: Counter[str] = field(default_factory=Counter)
     #: Sends again by ackbridge's publisher (publisher.retransmitted).
     retransmitted: int = 0
     #: Ids the test (as the application) published again on a new publisher, its first publisher's
@@ -103,6 +107,8 @@ class PublisherRow:
     lost_timeline: str = ""
     #: Publishes the broker refused (final, never sent again; MQTT 5: 0x10, no matching subscribers).
     refused: int = 0
+    #: Not a column: acks that raised StaleDeliveryError (each owes the application the message again).
+    stale_acks: int = 0
 
     HEADERS = ("broker", "role", "fault", "mode", "injections", "confirms pending at fault", "attempted",
                "confirmed", "refused", "indeterminate", "delivered", "LOST",
@@ -185,11 +191,11 @@ def score(target: Target, fault: str, mode: str, h: PubHistory) -> PublisherRow:
         unexpected=len(delivered - h.attempted),
         duplicated=sum(c - 1 for c in h.delivered.values()) + h.dropped_copies,
         recovered=len(delivered & h.indeterminate), retransmitted=h.retransmitted, replayed=h.replayed,
-        app_duplicates=sum(c - 1 for c in h.delivered.values()),
+        app_duplicates=sum(max(c - 1 - h.stale_acks[m], 0) for m, c in h.delivered.items()),
         recovery_s="-" if recovery is None else f"{max(recovery, 0.0):.2f}", seconds=h.elapsed_s,
         published_during_fault=h.published_during_fault,
         lost_timeline=h.timeline(missing - broker_lost) if missing - broker_lost else "",
-        refused=len(h.refused))
+        refused=len(h.refused), stale_acks=sum(h.stale_acks.values()))
 
 
 def markdown(rows: list[PublisherRow]) -> str:
@@ -223,7 +229,9 @@ METHOD = (
     "never delivered, must be 0; recovered = unknown but delivered. retransmit: `publisher(retransmit=True, "
     "max_attempts=50, retransmit_deadline=150)` and `consume(dedupe_window=10*n)`: every attempted id must be "
     "delivered (bar refused ones: final, told to the application; MQTT 5 answers 0x10 where no session "
-    "holds the topic) and none twice to the application; duplicated = copies the broker delivered (the "
+    "holds the topic) and none twice to the application (bar the delivery that follows an ack which raised "
+    "`StaleDeliveryError`: the broker never had that ack, so the message comes again, as at-least-once "
+    "promises); duplicated = copies the broker delivered (the "
     "dedupe window acked and dropped them, or plain mode handed them out); retransmitted = ackbridge's sends "
     "again. A killed process's retransmission queue dies with it: for embedded process-kill the test, as the "
     "application, publishes the killed publisher's unresolved ids again on a new publisher (same message ids), "

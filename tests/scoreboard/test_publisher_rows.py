@@ -82,7 +82,8 @@ def test_publisher_row(broker: str, fault: str, mode: str) -> None:
         # A refusal is final and told to the application (MQTT 5 answers 0x10, no matching
         # subscribers, until the restarted broker's sessions subscribe again): not sent again.
         assert row.delivered == row.attempted - row.broker_lost - row.refused, f"{table}\nrefused {row.refused}"
-        assert row.app_duplicates == 0, table
+        # A delivery after an ack that raised StaleDeliveryError is the message again, not a copy.
+        assert row.app_duplicates == 0, f"{table}\nacks that raised StaleDeliveryError: {row.stale_acks}"
     assert row.passed, table
 
 
@@ -142,3 +143,19 @@ def test_no_allowance_without_a_declared_window(durability: Durability, fault: s
     row = score(_target(durability), fault, "plain", _history(last_save=last_save, confirmed_at=CONFIRMED_AT,
                                                               delivered={"a", "b"}))
     assert (row.lost, row.broker_lost) == (2, 0) and not row.passed, row
+
+
+def test_only_the_delivery_after_a_stale_ack_is_not_a_copy() -> None:
+    # a's ack raised StaleDeliveryError once: its second delivery is owed, its third is a copy.
+    h = _history(last_save=None, confirmed_at={"a": 1.0, "b": 2.0}, delivered={"a", "b"})
+    h.delivered["a"] += 1
+    h.stale_acks["a"] += 1
+    row = score(_target(Durability.ON_DISK), "connection-cut", "retransmit", h)
+    assert (row.app_duplicates, row.stale_acks) == (0, 1) and row.passed, row
+    h.delivered["a"] += 1
+    row = score(_target(Durability.ON_DISK), "connection-cut", "retransmit", h)
+    assert row.app_duplicates == 1 and not row.passed, row
+    # b was never told its ack failed: a second delivery of it is a copy.
+    h.delivered["a"] -= 1
+    h.delivered["b"] += 1
+    assert score(_target(Durability.ON_DISK), "connection-cut", "retransmit", h).app_duplicates == 1

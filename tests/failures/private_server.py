@@ -3,6 +3,9 @@ directory, started, SIGKILLed and started again by the test."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import random
 import shutil
 import signal
 import socket
@@ -19,6 +22,65 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: Ports held by this machine's private servers, a file per port naming the holder's pid.
+RESERVATIONS = Path(tempfile.gettempdir()) / "ackbridge-test-ports"
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reserve_port() -> int:
+    """A port for a server that is killed and started again on it, held until release_port().
+
+    A port from bind(0) is free only now: while its server is down for a restart, another
+    test (any xdist worker) could take it, from its own bind(0) or as the local port of an
+    outgoing connection, and the restarted server would fail to listen while the test talked
+    to whatever held it (a NATS row once saw no confirm for 300 s). So the port comes from
+    below the kernel's ephemeral range, which neither of those ever hands out, and a file in
+    RESERVATIONS keeps other private servers off it; a file whose pid is dead is taken over."""
+    RESERVATIONS.mkdir(exist_ok=True)
+    low, high = 20000, _ephemeral_start() - 1
+    for _ in range(1000):
+        port = random.randint(low, high)
+        marker = RESERVATIONS / str(port)
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            with contextlib.suppress(OSError, ValueError):
+                if not _pid_alive(int(marker.read_text() or "0")):
+                    marker.unlink()  # its holder died without releasing it: free again next draw
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                marker.unlink()  # in use by something else
+                continue
+        return port
+    raise RuntimeError(f"no free port in {low}-{high} to reserve")
+
+
+def release_port(port: int) -> None:
+    with contextlib.suppress(OSError):
+        (RESERVATIONS / str(port)).unlink()
+
+
 class PrivateServer:
     """``with Server(...) as server:``; ``kill()`` then ``start()`` restarts it on the same store.
 
@@ -33,7 +95,7 @@ class PrivateServer:
 
     def __init__(self, prefix: str) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix=prefix))
-        self.port = free_port()
+        self.port = reserve_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -79,4 +141,5 @@ class PrivateServer:
 
     def __exit__(self, *exc: object) -> None:
         self.kill()
+        release_port(self.port)
         shutil.rmtree(self.dir, ignore_errors=True)

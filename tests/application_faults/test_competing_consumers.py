@@ -158,7 +158,8 @@ def row_competing_consumers(harness: BrokerHarness, n: int = 1000, *, cuts: int 
     history.dead_lettered = {body.decode() for body in dead}
     handed = sum(delivered.values())
     seen = {
-        "retransmitted": retransmitted, "ids_sent_again": sent_again, "unknown": unknown, "unresolved_at_cuts": unresolved_at_cut,
+        "retransmitted": retransmitted, "ids_sent_again": sent_again, "unknown": unknown,
+        "unresolved_at_cuts": unresolved_at_cut,
         # Every delivery the broker made beyond one per id: a stored copy (or a redelivery).
         "copies_delivered": handed + dropped - len(delivered), "dropped_by_windows": dropped,
         "app_duplicates": handed - len(delivered), "redelivered": redelivered[0],

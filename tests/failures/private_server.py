@@ -33,16 +33,6 @@ def _ephemeral_start() -> int:
         return 32768
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def reserve_port() -> int:
     """A port for a server that is killed and started again on it, held until release_port().
 
@@ -60,9 +50,10 @@ def reserve_port() -> int:
         try:
             fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
-            with contextlib.suppress(OSError, ValueError):
-                if not _pid_alive(int(marker.read_text() or "0")):
-                    marker.unlink()  # its holder died without releasing it: free again next draw
+            with contextlib.suppress(OSError):
+                holder = marker.read_text()  # empty: made a moment ago, its pid not written yet
+                if holder.isdigit() and not Path(f"/proc/{holder}").exists():
+                    marker.unlink()  # its holder died without releasing the port: free again next draw
             continue
         with os.fdopen(fd, "w") as f:
             f.write(str(os.getpid()))

@@ -112,6 +112,33 @@ def test_rabbitmq_unknowns_held_on_the_wire_are_retransmitted_and_each_id_reache
             harness.cleanup()
 
 
+@pytest.mark.rabbitmq
+def test_a_hold_right_after_a_cut_waits_for_the_reconnect_so_the_next_cut_is_seen() -> None:
+    """Two cuts in a row, as the competing-consumers row makes them: the second hold begins
+    while the client is still reconnecting from the first cut. The proxy holds every
+    connection's replies, so a hold begun then would hold the reconnect's handshake too: it
+    times out and tries again, never opening, and the second cut is never seen (30 s, then
+    "client saw the cut" failed). ``hold_confirms`` waits for an open connection first."""
+    harness = ProxiedRabbitHarness()
+    conn = ackbridge.connect(harness.url(), **harness.connect_options())
+    try:
+        queue = harness.new_queue(dead_letter=False)
+        publisher = conn.publisher(retransmit=True, confirm_timeout=5.0, max_attempts=20, retransmit_deadline=90.0)
+        assert publisher.publish(queue, b"first").result(timeout=30).status is ConfirmStatus.CONFIRMED
+        confirms = []
+        for cut in range(2):
+            with harness.hold_confirms(conn):
+                confirms += [publisher.publish(queue, f"cut{cut}-{i}".encode()) for i in range(5)]
+                harness.break_connection(conn)  # the first returns as soon as the client saw its cut
+        outcomes = [c.result(timeout=120) for c in confirms]
+        assert {o.status for o in outcomes} == {ConfirmStatus.CONFIRMED}, outcomes
+    finally:
+        try:
+            conn.close()
+        finally:
+            harness.cleanup()
+
+
 @pytest.mark.parametrize(("url", "options"), BROKERS[:1])  # the MQTT transport offers no hold_publishes seam
 def test_duplicates_of_retransmitted_publishes_never_reach_the_application(url: str, options: dict[str, Any]) -> None:
     """Originals held client-side past confirm_timeout: the copies go out, then the

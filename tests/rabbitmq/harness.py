@@ -178,6 +178,19 @@ class ProxiedRabbitHarness(RabbitHarness):
 
     @contextlib.contextmanager
     def hold_confirms(self, connection: Any) -> Iterator[None]:
+        # Only on an open connection: the proxy holds every connection's replies, so a reconnect
+        # still under way (the last cut's, after its back-off) would have its handshake held, time
+        # out and try again, never opening while the hold lasts; a cut then met no live connection
+        # and the client never saw it (the competing-consumers row waited 30 s for it once).
+        # The transport ends the generation before it reads "reconnecting", so "open" alone can be
+        # the lost connection's: its pika connection is dropped (None) first, and no longer open.
+        transport: Any = transport_of(connection)
+
+        def connected() -> bool:
+            conn = transport.conn
+            return conn is not None and bool(conn.is_open) and transport.state == "open"
+
+        eventually(connected, timeout=60, message="the client is connected before a hold")
         with self.proxy.held_replies():
             yield
 

@@ -31,6 +31,9 @@ log = logging.getLogger("ackbridge.nats")
 #: nats-py's ping loop sleeps ping_interval: "no heartbeat" is a very long one.
 _NO_PING = 10**9
 
+#: How often a live client is looked at for a close nats-py did not report (see _watch_closed).
+CLOSED_WATCH_S = 0.25
+
 
 def describe(exc: BaseException | None) -> str:
     if exc is None:
@@ -78,6 +81,7 @@ class Link:
         self._closing = False
         self._sever_reason: str | None = None
         self._reconnect_task: asyncio.Task[None] | None = None
+        self._watch_task: asyncio.Task[None] | None = None
         #: Set while a client is up (created on the loop by open()).
         self.up: asyncio.Event | None = None
 
@@ -134,15 +138,16 @@ class Link:
         client = await self._connect_once()
         self.generation = 1
         self.client = client
+        self._watch(client)
         self.up = asyncio.Event()
         await self._on_up(client, self.generation)
         self.up.set()
 
     async def close(self) -> None:
         self._closing = True
-        task = self._reconnect_task
-        if task is not None and not task.done() and task is not asyncio.current_task():
-            task.cancel()
+        for task in (self._reconnect_task, self._watch_task):
+            if task is not None and not task.done() and task is not asyncio.current_task():
+                task.cancel()
         client, self.client = self.client, None
         if client is not None and not client.is_closed:
             try:
@@ -173,6 +178,25 @@ class Link:
         if self.settings.connection.reconnect:
             self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect())
 
+    def _watch(self, client: Client) -> None:
+        self._watch_task = asyncio.get_running_loop().create_task(self._watch_closed(client))
+
+    async def _watch_closed(self, client: Client) -> None:
+        """Report *client*'s close if nats-py does not.
+
+        nats-py 2.x (2.15 here) flushes what is buffered while it closes a client after a
+        loss, and on a reset socket that flush raises inside ``Client._close`` before the
+        closed callback runs: the client reads closed and nothing says so. A broker killed
+        while publishes were buffered left the link on that dead client for good, every
+        publish pending until the window was full (docs/broker-quirks.md). So the live
+        client is looked at every CLOSED_WATCH_S; ``_closed`` runs once per client,
+        whichever of the two sees the close first."""
+        while client is self.client and not self._closing:
+            if client.is_closed:
+                self._closed(client)
+                return
+            await asyncio.sleep(CLOSED_WATCH_S)  # a poll: nats-py offers nothing to wait on
+
     async def _reconnect(self) -> None:
         backoff = Backoff(self.settings.connection.reconnect_max_delay)
         while not self._closing:
@@ -186,6 +210,7 @@ class Link:
                 await client.close()
                 return
             self.client = client
+            self._watch(client)
             try:
                 await self._on_up(client, self.generation)
             except Exception as exc:

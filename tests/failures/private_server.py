@@ -39,7 +39,7 @@ def reserve_port() -> int:
     A port from bind(0) is free only now: while its server is down for a restart, another
     test (any xdist worker) could take it, from its own bind(0) or as the local port of an
     outgoing connection, and the restarted server would fail to listen while the test talked
-    to whatever held it (a NATS row once saw no confirm for 300 s). So the port comes from
+    to whatever held it. So the port comes from
     below the kernel's ephemeral range, which neither of those ever hands out, and a file in
     RESERVATIONS keeps other private servers off it; a file whose pid is dead is taken over."""
     RESERVATIONS.mkdir(exist_ok=True)

@@ -6,6 +6,10 @@ create them owner-only (files 0600, directories 0700) whatever the umask, and
 take a wider mode when the caller asks for one (e.g. the embedded broker's
 ``file_mode`` option). Existing files and directories keep their mode: the
 user may have chosen it.
+
+What a process leaves behind is found by its pid: :func:`process_alive` is the one
+rule for whether its owner still runs (the embedded broker's leases, the Spark
+runner's batch directories).
 """
 
 from __future__ import annotations
@@ -109,3 +113,16 @@ def write_private_bytes(path: StrPath, data: bytes, mode: int = PRIVATE_FILE, *,
         except OSError:
             pass
         raise
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with *pid* runs on this host: signal 0 reaches it, or is refused
+    (it runs as another user). A pid the kernel has reused reads alive: a leftover is then
+    kept, never removed from under a live owner."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Self
 
+from ackbridge.transport.files import process_alive
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -52,7 +54,7 @@ def reserve_port() -> int:
         except FileExistsError:
             with contextlib.suppress(OSError):
                 holder = marker.read_text()  # empty: made a moment ago, its pid not written yet
-                if holder.isdigit() and not Path(f"/proc/{holder}").exists():
+                if holder.isdigit() and not process_alive(int(holder)):
                     marker.unlink()  # its holder died without releasing the port: free again next draw
             continue
         with os.fdopen(fd, "w") as f:

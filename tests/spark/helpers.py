@@ -470,19 +470,13 @@ def removed_once_its_runner_is_gone(directories: Iterable[Path]) -> None:
     """Each runner's files directory is gone once its runner is: removed by its stop(), or,
     when Spark killed the runner at query stop before that ran (pyspark's daemon SIGKILLs
     a worker the JVM destroys), by the sweep the next runner makes (``remove_abandoned``)."""
+    from ackbridge.transport.files import process_alive
     from ackbridge_spark.push.local_files import remove_abandoned, runner_pid
 
     for directory in directories:
         pid = runner_pid(directory.name)
         assert pid is not None, directory
 
-        def gone(pid: int = pid) -> bool:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return True
-            return False
-
-        eventually(gone, 60, message=f"runner {pid} ended")
+        eventually(lambda pid=pid: not process_alive(pid), 60, message=f"runner {pid} ended")
         remove_abandoned(str(directory.parent))  # what the next runner does first
         assert not directory.exists(), f"{directory} left behind"

@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from ackbridge.transport.files import PRIVATE_FILE, create_private_file, dir_mode_for, private_dir
+from ackbridge.transport.files import PRIVATE_FILE, create_private_file, dir_mode_for, private_dir, process_alive
 from ackbridge_local import identity
 from ackbridge_local.errors import OwnerGone, mapped
 from ackbridge_local.row_changes import Settlement, apply
@@ -69,16 +69,6 @@ class Row:
     body: bytes
     props: str
     delivery_count: int
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Store:
@@ -230,7 +220,7 @@ class Store:
             owners = db.execute("SELECT owner, pid, host, heartbeat, lease_timeout FROM owners").fetchall()
             dead = [
                 (owner,) for owner, pid, host, beat, timeout in owners
-                if (host == HOST and not _pid_alive(pid)) or now - beat > (timeout or self.lease_timeout)
+                if (host == HOST and not process_alive(pid)) or now - beat > (timeout or self.lease_timeout)
             ]
             if dead:
                 db.executemany("DELETE FROM owners WHERE owner=?", dead)

@@ -36,6 +36,7 @@ import shutil
 import socket
 import tempfile
 
+from ackbridge.transport.files import process_alive
 from ackbridge_spark.push.write_ahead import batch_file, remove_through
 
 log = logging.getLogger("ackbridge.spark")
@@ -95,13 +96,9 @@ def remove_abandoned(parent: str | None = None) -> None:
             pid = runner_pid(name)
             if pid is None:
                 continue
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
+            if not process_alive(pid):
                 log.info("ackbridge source: removing %s, left by a runner that is gone", name)
                 shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
-            except PermissionError:
-                continue  # alive, another user's
 
 
 class LocalFiles:

@@ -132,6 +132,10 @@ def test_a_hold_right_after_a_cut_waits_for_the_reconnect_so_the_next_cut_is_see
                 harness.break_connection(conn)  # the first returns as soon as the client saw its cut
         outcomes = [c.result(timeout=120) for c in confirms]
         assert {o.status for o in outcomes} == {ConfirmStatus.CONFIRMED}, outcomes
+        # What the broker holds: the first, and every send of the held ten (the cuts made copies).
+        assert all(o.attempts > 1 for o in outcomes), [o.attempts for o in outcomes]
+        copies = 1 + sum(o.attempts for o in outcomes)
+        eventually(lambda: harness.ready(queue) == copies, message=f"{copies} copies in {queue}")
     finally:
         try:
             conn.close()

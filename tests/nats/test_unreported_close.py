@@ -47,6 +47,8 @@ def test_a_close_without_its_callback_ends_the_generation_and_the_link_reconnect
         eventually(lambda: link.live, timeout=30, message="the link reconnected on a new client")
         assert link.client is not silent
         assert publisher.publish(queue, b"after").result(timeout=30).status is ConfirmStatus.CONFIRMED
+        # What the server holds: both, each once.
+        eventually(lambda: harness.ready(queue) == 2, timeout=10, message=f"{queue} holds both publishes")
     finally:
         conn.close()
         harness.cleanup()
